@@ -1,0 +1,5 @@
+import sys
+
+from videoseek.cli import main
+
+sys.exit(main())

@@ -1,0 +1,73 @@
+"""`videoseek` command line: one sub-command per module, imported only when used.
+
+Each command module defines `add_arguments(parser)` and `run(args) -> int`. Imports are lazy so
+`videoseek synth --help` never pays for torch or verl. Errors that are the user's (bad data, a
+missing file) print one line and exit 2; nothing else is caught here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# name -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("videoseek.agents.demo", "synthesize a small set, run the scripted agents and the tiny model, print a table"),
+    "synth": ("videoseek.envs.synth", "write synthetic seek-worthy videos and samples.jsonl"),
+    "rollout": ("videoseek.agents.rollout_cli", "run a policy on a dataset and write trajectories"),
+    "eval": ("videoseek.agents.evaluate", "compute metrics of a run directory"),
+    "view": ("videoseek.viewer.cli", "open the interactive trajectory viewer in the browser"),
+    "tiny-model": ("videoseek.agents.tiny_model", "build a tiny random Qwen2.5-VL offline"),
+    "export-verl": ("videoseek.training.export", "write parquet rows for verl's RL dataset"),
+    "export-sft": ("videoseek.training.export_sft", "write multi-turn SFT conversations from trajectories"),
+    "convert": ("videoseek.envs.convert", "convert public dataset formats into VideoSeek samples"),
+    "check-data": ("videoseek.envs.check_data", "validate a dataset and print statistics"),
+    "annotate-masks": ("videoseek.agents.annotate_masks", "pre-annotate DM-GRPO mask patterns with an oracle policy"),
+    "annotate-boxes": ("videoseek.agents.annotate_boxes", "propagate object boxes over clue frames with SAM2"),
+}
+
+
+class UserError(Exception):
+    """An error in what the user gave (path, data, option): printed as one line, exit code 2."""
+
+
+def _load(name: str):
+    module_name, _ = COMMANDS[name]
+    return importlib.import_module(module_name)
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="videoseek", description="VideoSeek: agentic video reasoning environment and rewards.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (_, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        if name == only:
+            _load(name).add_arguments(p)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = next((a for a in argv if not a.startswith("-")), None)
+    if command is not None and command not in COMMANDS:
+        command = None
+    parser = build_parser(only=command)
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
+    from videoseek.envs.sample import DataError  # light import
+
+    try:
+        return int(_load(args.command).run(args) or 0)
+    except (UserError, DataError, FileNotFoundError) as exc:
+        print(f"videoseek {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"videoseek {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
