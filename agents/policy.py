@@ -1,0 +1,62 @@
+"""The `Policy` protocol: what every agent (scripted, transformers, vLLM) implements.
+
+A policy sees a batch of live episodes and returns one assistant turn for each. Batching across
+episodes is the policy's business: model policies run one generate call per batch, scripted ones
+loop. Model policies also return token ids so training can reuse them without re-tokenising.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from videoseek.envs.evidence import EvidenceState
+    from videoseek.envs.sample import VideoSample
+
+
+@dataclass
+class Message:
+    """One conversation message; `frames` (uint8 (n,H,W,3)) and `timestamps` (s) for visual turns."""
+
+    role: str  # "system" | "user" | "assistant" | "tool"
+    text: str
+    frames: np.ndarray | None = None
+    timestamps: np.ndarray | None = None
+
+    @property
+    def num_frames(self) -> int:
+        return 0 if self.frames is None else int(len(self.frames))
+
+
+@dataclass
+class PolicyInput:
+    """What a policy sees of one live episode at one turn."""
+
+    sample: VideoSample
+    messages: list[Message]
+    evidence: EvidenceState
+    turn: int
+    episode_id: str = ""
+    # A per-episode generator, seeded from the episode id and seed: scripted policies draw from it
+    # so results do not depend on batch composition.
+    rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
+
+
+@dataclass
+class PolicyOutput:
+    """One assistant turn; token fields are filled by model policies."""
+
+    text: str
+    prompt_token_ids: list[int] | None = None
+    token_ids: list[int] | None = None
+    logprobs: list[float] | None = None
+
+
+@runtime_checkable
+class Policy(Protocol):
+    name: str
+
+    def act(self, batch: list[PolicyInput]) -> list[PolicyOutput]: ...
