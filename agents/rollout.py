@@ -1,0 +1,354 @@
+"""Batched rollouts: N samples × G episodes (+ perturbed groups) driven turn by turn.
+
+All live episodes advance together: one `policy.act` call per turn for the whole batch, so a
+model policy generates for every episode at once, and the G episodes of one sample share decoded
+frames through the frame cache. A crash inside one episode (env or policy) is recorded in that
+episode's trajectory (`failure`) and never stops the run. With an output directory the run is
+resumable: samples whose episodes are all in `trajectories.jsonl` are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import traceback
+import zlib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from videoseek.agents.policy import Message, Policy, PolicyInput, PolicyOutput
+from videoseek.agents.prompting import initial_messages, tool_message
+from videoseek.envs.env import EnvConfig, VideoSeekEnv
+from videoseek.envs.sample import VideoSample
+from videoseek.envs.trajectory import Trajectory
+from videoseek.rewards import score_group
+
+PERTURBATIONS = ("mask", "shuffle", "blend")
+
+
+# ---- trajectory files -------------------------------------------------------------------------
+def episode_dir_name(episode_id: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in episode_id.replace("/", "__"))
+
+
+class TrajectoryWriter:
+    """Appends trajectories to `RUN/trajectories.jsonl`; frames go to `RUN/frames/<episode>/` as JPEG."""
+
+    def __init__(self, run_dir: str | Path, filename: str = "trajectories.jsonl", jpeg_quality: int = 90) -> None:
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.run_dir / filename
+        self.jpeg_quality = jpeg_quality
+        self._lock = threading.Lock()
+
+    def finished_episodes(self) -> set[str]:
+        """Episode ids already written (a truncated last line is ignored and rewritten)."""
+        done: set[str] = set()
+        if not self.path.exists():
+            return done
+        good: list[str] = []
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            try:
+                done.add(json.loads(line)["episode_id"])
+                good.append(line)
+            except (json.JSONDecodeError, KeyError, TypeError):
+                continue
+        self.path.write_text("".join(g + "\n" for g in good), encoding="utf-8")
+        return done
+
+    def write(self, traj: Trajectory, frames_by_turn: dict[int, np.ndarray] | None = None) -> None:
+        frames_by_turn = frames_by_turn or {}
+        folder = Path("frames") / episode_dir_name(traj.episode_id)
+        for turn, frames in frames_by_turn.items():
+            refs = traj.initial.frames if turn < 0 else traj.turns[turn].observation.frames
+            if len(frames) == 0:
+                continue
+            (self.run_dir / folder).mkdir(parents=True, exist_ok=True)
+            tag = "init" if turn < 0 else f"t{turn:02d}"
+            for k, (ref, frame) in enumerate(zip(refs, frames)):
+                rel = folder / f"{tag}_{k:02d}.jpg"
+                Image.fromarray(frame).save(self.run_dir / rel, quality=self.jpeg_quality)
+                ref.path = rel.as_posix()
+        line = traj.model_dump_json()
+        with self._lock, self.path.open("a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+
+
+def read_trajectories(path: str | Path) -> list[Trajectory]:
+    """Read a run's trajectories (a run directory or the JSONL file); a truncated last line is skipped."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "trajectories.jsonl"
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            try:
+                out.append(Trajectory.model_validate_json(line))
+            except ValueError:
+                continue
+    return out
+
+
+# ---- episodes ---------------------------------------------------------------------------------
+@dataclass
+class Episode:
+    sample: VideoSample
+    episode_id: str
+    group_id: str
+    index: int
+    perturbation: dict[str, Any] | None
+    env: VideoSeekEnv | None = None
+    messages: list[Message] = field(default_factory=list)
+    rng: np.random.Generator | None = None
+    done: bool = False
+    failure: str | None = None
+    tokens: int = 0
+
+
+def stable_seed(*parts: Any) -> int:
+    return zlib.crc32("/".join(map(str, parts)).encode())
+
+
+def plan_episodes(samples: Sequence[VideoSample], group_size: int, perturbations: Sequence[str], seed: int) -> list[Episode]:
+    """The origin group and each perturbed group for every sample (mask groups need mask_patterns)."""
+    episodes: list[Episode] = []
+    for s in samples:
+        for g in range(group_size):
+            episodes.append(Episode(s, f"{s.id}/g{g}", s.id, g, None))
+        for kind in perturbations:
+            if kind not in PERTURBATIONS:
+                raise ValueError(f"unknown perturbation {kind!r}; choose from {PERTURBATIONS}")
+            if kind == "mask":
+                if not s.mask_patterns:
+                    continue
+                # One pattern per sample and step, drawn at random as VideoMend's trainer does.
+                pert: dict[str, Any] = {"kind": "mask", "pattern": stable_seed(seed, s.id) % len(s.mask_patterns)}
+            else:
+                pert = {"kind": kind}
+            for g in range(group_size):
+                episodes.append(Episode(s, f"{s.id}/{kind}/g{g}", s.id, g, pert))
+    return episodes
+
+
+def _start(ep: Episode, config: EnvConfig, policy_name: str, seed: int) -> None:
+    ep.env = VideoSeekEnv(ep.sample, config)
+    ep_seed = stable_seed(seed, ep.episode_id)
+    ep.rng = np.random.default_rng(ep_seed)
+    obs, _ = ep.env.reset(
+        seed=ep_seed,
+        options={
+            "perturbation": ep.perturbation,
+            "episode_id": ep.episode_id,
+            "policy": policy_name,
+            "group": {"id": ep.group_id, "index": ep.index},
+        },
+    )
+    ep.messages = initial_messages(obs)
+
+
+def _record_failure(ep: Episode, where: str, exc: BaseException) -> None:
+    ep.done = True
+    ep.failure = f"{where}: {type(exc).__name__}: {exc}".splitlines()[0][:500]
+    ep.failure_trace = traceback.format_exc(limit=5)  # type: ignore[attr-defined]
+
+
+def run_rollouts(
+    samples: Sequence[VideoSample],
+    policy: Policy,
+    *,
+    group_size: int = 1,
+    perturbations: Sequence[str] = (),
+    env_config: EnvConfig | None = None,
+    out_dir: str | Path | None = None,
+    seed: int = 0,
+    batch_episodes: int = 64,
+    progress: bool = True,
+    on_episode: Callable[[Trajectory], None] | None = None,
+) -> list[Trajectory]:
+    """Run every planned episode and return the finished trajectories (origin and perturbed).
+
+    Group rewards (`videoseek.rewards.score_group`) and GRPO advantages are applied per sample
+    once all of its episodes have finished; they replace `reward` on the origin episodes.
+    """
+    config = env_config or EnvConfig()
+    writer = TrajectoryWriter(out_dir) if out_dir is not None else None
+    done_ids = writer.finished_episodes() if writer else set()
+    planned = plan_episodes(samples, group_size, perturbations, seed)
+    by_sample: dict[str, list[Episode]] = {}
+    for ep in planned:
+        by_sample.setdefault(ep.group_id, []).append(ep)
+    # Resume per sample: a group is rescored as a whole, so rerun it unless all of it is written.
+    todo = [ep for eps in by_sample.values() if not all(e.episode_id in done_ids for e in eps) for ep in eps]
+    results: list[Trajectory] = []
+    pending: dict[str, list[Episode]] = {}
+    for ep in todo:
+        pending.setdefault(ep.group_id, []).append(ep)
+
+    bar = _progress(len(todo), enabled=progress)
+    t0 = time.perf_counter()
+    finished_count = 0
+    queue = list(todo)
+    live: list[Episode] = []
+    while queue or live:
+        while queue and len(live) < batch_episodes:
+            ep = queue.pop(0)
+            try:
+                _start(ep, config, policy.name, seed)
+            except Exception as exc:
+                _record_failure(ep, "reset", exc)
+            live.append(ep)
+        active = [ep for ep in live if not ep.done]
+        if active:
+            inputs = [
+                PolicyInput(ep.sample, ep.messages, ep.env.evidence, len(ep.env.trajectory.turns), ep.episode_id, ep.rng)
+                for ep in active
+            ]
+            try:
+                outputs = policy.act(inputs)
+                if len(outputs) != len(inputs):
+                    raise RuntimeError(f"policy returned {len(outputs)} outputs for {len(inputs)} inputs")
+            except Exception as exc:  # a policy crash fails this batch's episodes, not the run
+                for ep in active:
+                    _record_failure(ep, "policy", exc)
+                outputs = []
+            for ep, out in zip(active, outputs):
+                _advance(ep, out)
+        still = []
+        for ep in live:
+            if ep.done:
+                finished_count += 1
+                bar.update(1, rate=finished_count / max(time.perf_counter() - t0, 1e-9))
+                group = pending[ep.group_id]
+                if all(e.done for e in group):
+                    trajs = _finish_group(group, config, policy.name)
+                    for traj, e in zip(trajs, group):
+                        if writer:
+                            writer.write(traj, e.env.frames_by_turn if e.env else {})
+                        if on_episode:
+                            on_episode(traj)
+                    results.extend(trajs)
+                    for e in group:
+                        e.env = None  # release frames
+                    del pending[ep.group_id]
+            else:
+                still.append(ep)
+        live = still
+    bar.close()
+    return results
+
+
+def _advance(ep: Episode, out: PolicyOutput) -> None:
+    try:
+        text = out.text if isinstance(out, PolicyOutput) else str(out)
+        ep.messages.append(Message("assistant", text))
+        obs, _, terminated, truncated, info = ep.env.step(text)
+        turn = ep.env.trajectory.turns[-1]
+        if out.token_ids is not None:
+            turn.tokens = {"prompt": len(out.prompt_token_ids or []), "completion": len(out.token_ids)}
+        if terminated or truncated:
+            ep.done = True
+        else:
+            ep.messages.append(tool_message(obs))
+    except Exception as exc:
+        _record_failure(ep, "step", exc)
+
+
+def _trajectory_of(ep: Episode, policy_name: str) -> Trajectory:
+    if ep.env is not None and ep.env.trajectory is not None:
+        traj = ep.env.trajectory
+    else:  # the episode failed before reset produced a record
+        s = ep.sample
+        traj = Trajectory(
+            episode_id=ep.episode_id, sample_id=s.id, policy=policy_name,
+            group={"id": ep.group_id, "index": ep.index, "role": "perturbed" if ep.perturbation else "origin", "perturbation": ep.perturbation},
+            question=s.question, options=s.options, answer=s.answer, problem_type=s.problem_type.value,
+            duration=s.duration or 0.0, clue_intervals=s.clue_intervals, video=s.video, initial={"text": ""},
+        )  # fmt: skip
+    if ep.failure:
+        traj.failure = ep.failure
+    return traj
+
+
+def _finish_group(group: list[Episode], config: EnvConfig, policy_name: str) -> list[Trajectory]:
+    trajs = [_trajectory_of(ep, policy_name) for ep in group]
+    origin = [(t, ep) for t, ep in zip(trajs, group) if ep.perturbation is None]
+    perturbed: dict[str, list[Any]] = {}
+    for t, ep in zip(trajs, group):
+        if ep.perturbation is not None and ep.env is not None and ep.env.trajectory is not None and not ep.failure:
+            perturbed.setdefault(ep.perturbation["kind"], []).append(ep.env.summary())
+    ok = [(t, ep) for t, ep in origin if ep.env is not None and ep.env.trajectory is not None and not ep.failure]
+    if ok:
+        sample = group[0].sample
+        final = score_group(sample, [ep.env.summary() for _, ep in ok], perturbed, config.reward, perturbation=_mask_info(group))
+        for (t, _), (total, components) in zip(ok, final):
+            t.reward, t.reward_components = float(total), dict(components)
+        for t, a in zip([t for t, _ in ok], group_advantages([t.reward for t, _ in ok])):
+            t.advantage = float(a)
+    return trajs
+
+
+def group_advantages(rewards: Sequence[float], eps: float = 1e-6) -> np.ndarray:
+    """GRPO outcome advantages of one group: (r - mean) / (std + eps), as verl's
+    `compute_grpo_outcome_advantage` computes them (unbiased std; 0 for a group of one)."""
+    r = np.asarray(rewards, dtype=np.float64)
+    if len(r) < 2:
+        return np.zeros_like(r)
+    return (r - r.mean()) / (r.std(ddof=1) + eps)
+
+
+def _mask_info(group: list[Episode]) -> dict[str, Any] | None:
+    for ep in group:
+        if ep.perturbation and ep.perturbation["kind"] == "mask":
+            return ep.perturbation
+    return None
+
+
+class _progress:
+    """A rich progress bar with episodes/s (a no-op when disabled)."""
+
+    def __init__(self, total: int, enabled: bool = True) -> None:
+        self._p = None
+        if enabled and total:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self._p = Progress(TextColumn("rollout"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]:.1f} ep/s"), TimeElapsedColumn(), transient=False)
+            self._p.start()
+            self._task = self._p.add_task("rollout", total=total, rate=0.0)
+
+    def update(self, n: int, rate: float) -> None:
+        if self._p is not None:
+            self._p.update(self._task, advance=n, rate=rate)
+
+    def close(self) -> None:
+        if self._p is not None:
+            self._p.stop()
+
+
+def load_policy(spec: str, **kwargs: Any) -> Policy:
+    """`oracle`, `uniform`, `random`, `no-tool`, `hf:PATH` or `vllm:PATH`."""
+    from videoseek.agents.scripted import SCRIPTED
+
+    if spec in SCRIPTED:
+        return SCRIPTED[spec]()
+    if spec.startswith("hf:"):
+        from videoseek.agents.hf_policy import TransformersPolicy
+
+        return TransformersPolicy(spec[3:], **kwargs)
+    if spec.startswith("vllm:"):
+        from videoseek.agents.vllm_policy import VLLMPolicy
+
+        return VLLMPolicy(spec[5:], **kwargs)
+    raise ValueError(f"unknown policy {spec!r}: use one of {sorted(SCRIPTED)}, hf:PATH or vllm:PATH")
+
+
+def iter_samples(paths: Iterable[str | Path]) -> list[VideoSample]:
+    out: list[VideoSample] = []
+    for p in paths:
+        out.extend(VideoSample.from_jsonl(p))
+    return out

@@ -1,0 +1,398 @@
+"""`VideoSeekEnv`: video question answering as a multi-turn decision process."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from pydantic import BaseModel, ConfigDict, Field
+
+from videoseek.envs.actions import Action, Answer, CropVideo, Invalid, ParsedTurn, Think, action_to_dict, parse_action
+from videoseek.envs.evidence import EvidenceState
+from videoseek.envs.sample import DataError, VideoSample
+from videoseek.envs.trajectory import CallInfo, FrameRef, GroupInfo, Observation, Trajectory, Turn
+from videoseek.envs.video import open_video
+from videoseek.rewards import EpisodeSummary, RewardConfig, score_episode
+
+Obs = dict[str, Any]
+ActType = Any  # str (raw assistant text) or a structured Think / CropVideo / Answer
+
+MAX_TEXT = 1 << 20
+
+
+class FreeText(spaces.Text):
+    """A text space that accepts any Unicode string up to `max_length` (questions may be Chinese)."""
+
+    def contains(self, x: Any) -> bool:
+        return isinstance(x, str) and len(x) <= self.max_length
+
+
+class Perturbation(BaseModel):
+    """How the agent's view of the video is altered for a perturbed group.
+
+    kind: "mask" (DM-GRPO: zero the pixels of frames whose floor(time) lies in
+    [floor(s), floor(e)], positions kept), "shuffle" (T-GRPO: random frame order within each
+    observation), "blend" (SF-GRPO: f~_i = alpha*f_i + (1-alpha)*f~_{i-1}, alpha = 0.5, VideoMend §8.2).
+    For "mask", give `time_range` or `pattern` (an index into the sample's `mask_patterns`).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["mask", "shuffle", "blend"]
+    time_range: tuple[float, float] | None = None
+    pattern: int | None = None
+    alpha: float = Field(default=0.5, ge=0.0, le=1.0)
+
+
+class EnvConfig(BaseModel):
+    """Knobs of `VideoSeekEnv`; budgets end or reject as documented on the env."""
+
+    model_config = ConfigDict(extra="forbid")
+    initial_frames: int = Field(default=8, ge=0, description="uniformly spaced sparse frames shown at reset")
+    frames_per_call: int = Field(default=8, ge=1, description="frames a crop_video call returns at most")
+    max_turns: int = Field(default=8, ge=1, description="assistant turns before the episode is truncated")
+    max_total_frames: int = Field(default=64, ge=0, description="frames over the whole episode, initial ones included")
+    min_span: float = Field(default=0.5, ge=0.0, description="shortest crop in seconds; shorter calls are rejected")
+    max_pixels: int | None = Field(default=224 * 224, description="per-frame pixel budget (aspect ratio kept)")
+    timestamp_overlay: bool = Field(default=False, description="burn HH:MM:SS into each frame (VideoMend)")
+    video_backend: Literal["decord", "pyav"] = "decord"
+    correct_threshold: float = Field(default=0.5, description="accuracy at or above which an answer counts as correct")
+    reward: RewardConfig = Field(default_factory=RewardConfig)
+
+
+THINK_NUDGE = "Continue. Call crop_video(start, end) to look closer at a time span, or give your final answer in <answer></answer>."
+
+
+def format_times(ts: np.ndarray) -> str:
+    return ", ".join(f"{t:.1f}s" for t in ts)
+
+
+def question_text(sample: VideoSample, duration: float, timestamps: np.ndarray) -> str:
+    lines = [f"Video duration: {duration:.1f} seconds."]
+    if len(timestamps):
+        lines.append(f"You are shown {len(timestamps)} frames sampled at {format_times(timestamps)}.")
+    lines.append(f"Question: {sample.question}")
+    if sample.options:
+        lines.append("Options:")
+        lines.extend(sample.options)
+    return "\n".join(lines)
+
+
+class VideoSeekEnv(gym.Env[Obs, ActType]):
+    """Answer a question about a video by looking at it, one turn at a time.
+
+    ## Description
+    The agent starts with the question and a few uniformly spaced frames of the video. Each turn it
+    writes text: it thinks, calls `crop_video(start, end)` to get frames of a time span, or
+    answers. The env decodes real frames (decord or PyAV, shared frame cache), tracks the clue
+    evidence the crops have gathered (`EvidenceState`, CS-GRPO) and scores the episode with the
+    configured reward families when it ends.
+
+    ## Action Space
+    `FreeText`: the assistant's raw turn, parsed by `videoseek.envs.actions.parse_action`
+    (Hermes `<tool_call>` JSON by default, lenient about syntax, every repair recorded). A
+    structured `Think()`, `CropVideo(start, end)` or `Answer(text)` is accepted too.
+
+    ## Observation Space
+    A dict: `text` (the prompt or the tool response), `frames` (uint8, shape (n, H, W, 3), n may be
+    0) and `timestamps` (float64, shape (n,), seconds in the source video).
+
+    ## Rewards
+    0 on every non-terminal step. When the episode ends (answer or truncation) the reward is the
+    weighted sum of the components of `EnvConfig.reward` (a `RewardConfig` preset: accuracy,
+    format, clue-seek, grounding, process, ...), reported in `info["reward_components"]`.
+    Group-level rewards (DM-GRPO, T-GRPO, ProcessThinker) need several episodes: see
+    `videoseek.rewards.score_group`.
+
+    ## Episode End
+    Terminated when the agent answers. Truncated after `max_turns` turns without an answer.
+    A crop that is malformed, has start >= end, lies entirely outside the video, is shorter
+    than `min_span`, or finds the frame budget spent is rejected: a text-only observation,
+    `info["error"]` says why, and the turn is spent.
+
+    ## Arguments
+    - `sample`: a `VideoSample`.
+    - `config`: an `EnvConfig` (defaults: 8 initial frames, 8 frames per call, 8 turns, 64 frames).
+    - `render_mode`: None or "rgb_array" (a contact sheet of the last observation's frames).
+    """
+
+    metadata = {"render_modes": ["rgb_array"]}
+
+    def __init__(self, sample: VideoSample, config: EnvConfig | None = None, render_mode: str | None = None) -> None:
+        if not isinstance(sample, VideoSample):
+            sample = VideoSample.model_validate(sample)
+        self.sample = sample
+        self.config = config or EnvConfig()
+        self.render_mode = render_mode
+        try:
+            self.video = open_video(sample.video, self.config.video_backend)
+        except DataError as exc:
+            raise DataError(f"sample {sample.id}: {exc}") from None
+        self.duration = float(sample.duration or self.video.duration)
+        try:
+            sample.check_within(self.video.duration)
+        except ValueError as exc:
+            raise DataError(f"sample {sample.id} ({sample.video}): {exc}") from None
+        from videoseek.envs.video import fit_pixels
+
+        w, h = fit_pixels(self.video.info.width, self.video.info.height, self.config.max_pixels)
+        frame_space = spaces.Box(0, 255, shape=(h, w, 3), dtype=np.uint8)
+        self.observation_space = spaces.Dict(
+            {
+                "text": FreeText(MAX_TEXT),
+                "frames": spaces.Sequence(frame_space, stack=True),
+                "timestamps": spaces.Sequence(spaces.Box(0.0, np.inf, shape=(), dtype=np.float64), stack=True),
+            }
+        )
+        self.action_space = FreeText(MAX_TEXT)
+        self._frame_shape = (h, w, 3)
+        self.evidence = EvidenceState(sample.clue_intervals, self.duration)
+        self.trajectory: Trajectory | None = None
+        self.frames_by_turn: dict[int, np.ndarray] = {}  # -1: initial frames; k: frames returned at turn k
+        self._perturbation: Perturbation | None = None
+        self._mask_range: tuple[float, float] | None = None
+        self._done = True
+        self._frames_used = 0
+        self._last_frames = np.zeros((0, h, w, 3), np.uint8)
+
+    # ---- gymnasium API ---------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Obs, dict[str, Any]]:
+        super().reset(seed=seed)
+        options = options or {}
+        pert = options.get("perturbation")
+        self._perturbation = None if pert is None else (pert if isinstance(pert, Perturbation) else Perturbation.model_validate(pert))
+        self._mask_range = self._resolve_mask(self._perturbation)
+        self.evidence = EvidenceState(self.sample.clue_intervals, self.duration)
+        self.frames_by_turn = {}
+        self._frames_used = 0
+        self._done = False
+
+        n = min(self.config.initial_frames, self.config.max_total_frames)
+        times = (np.arange(n) + 0.5) * self.duration / n if n else np.zeros(0)
+        frames, ts, masked = self._get_frames(times)
+        self.frames_by_turn[-1] = frames
+        text = question_text(self.sample, self.duration, ts)
+        group = options.get("group") or {"id": self.sample.id}
+        self.trajectory = Trajectory(
+            episode_id=str(options.get("episode_id", self.sample.id)),
+            sample_id=self.sample.id,
+            policy=str(options.get("policy", "")),
+            group=GroupInfo.model_validate(
+                {**group, "role": "perturbed" if self._perturbation else "origin", "perturbation": self._perturbation_dict()}
+            ),
+            question=self.sample.question,
+            options=self.sample.options,
+            answer=self.sample.answer,
+            problem_type=self.sample.problem_type.value,
+            duration=self.duration,
+            clue_intervals=[tuple(c) for c in self.sample.clue_intervals],
+            key_frames=[k.model_dump() for k in self.sample.key_frames],
+            data_source=self.sample.data_source,
+            task_kind=self.sample.metadata.get("task_kind"),
+            video=self.sample.video,
+            initial=Observation(text=text, frames=self._frame_refs(ts, masked)),
+        )
+        return self._obs(text, frames, ts), {"error": None, "turn": 0, "evidence": self.evidence.snapshot()}
+
+    def step(self, action: ActType) -> tuple[Obs, float, bool, bool, dict[str, Any]]:
+        if self._done or self.trajectory is None:
+            raise RuntimeError("step() called on a finished episode; call reset() first")
+        parsed = self._parse(action)
+        turn = len(self.trajectory.turns)
+        raw = action if isinstance(action, str) else ""
+        error: str | None = None
+        call: CallInfo | None = None
+        frames = np.zeros((0, *self._frame_shape), np.uint8)
+        ts = np.zeros(0)
+        masked = np.zeros(0, bool)
+        terminated = False
+        act = parsed.action
+
+        if isinstance(act, Answer):
+            text = "Answer received."
+            terminated = True
+        elif isinstance(act, CropVideo):
+            error, span = self._check_crop(act)
+            if error is None:
+                assert span is not None
+                frames, ts, masked = self._crop_frames(*span)
+                ev = self.evidence.add(*span)
+                call = CallInfo(
+                    index=ev.index,
+                    start=ev.start,
+                    end=ev.end,
+                    requested=(act.start, act.end),
+                    clipped=(ev.start, ev.end) != (act.start, act.end),
+                    gain=ev.gain,
+                    duplicate_of=ev.duplicate_of,
+                    fragment=ev.adjacent_to_previous,
+                    best_prior_tiou=ev.best_prior_tiou,
+                )
+                note = f" (clipped to the video: requested {act.start:.1f}-{act.end:.1f}s)" if call.clipped else ""
+                text = f"crop_video returned {len(ts)} frames from {ev.start:.1f}s to {ev.end:.1f}s{note} at {format_times(ts)}."
+            else:
+                text = f"Error: {error}"
+        elif isinstance(act, Invalid):
+            error = act.reason
+            text = f"Error: {error}. Call the tool as <tool_call>{{\"name\": \"crop_video\", \"arguments\": {{\"start\": <seconds>, \"end\": <seconds>}}}}</tool_call> or answer in <answer></answer>."
+        else:
+            text = THINK_NUDGE
+
+        self.frames_by_turn[turn] = frames
+        self.trajectory.turns.append(
+            Turn(
+                index=turn,
+                assistant=raw,
+                action=action_to_dict(act),
+                think=parsed.think,
+                repairs=parsed.repairs,
+                dialect=parsed.dialect,
+                error=error,
+                observation=Observation(text=text, frames=self._frame_refs(ts, masked)),
+                evidence={**self.evidence.snapshot(), "gain": call.gain if call else None},
+                call=call,
+            )
+        )
+        truncated = not terminated and turn + 1 >= self.config.max_turns
+        info: dict[str, Any] = {
+            "error": error,
+            "action": action_to_dict(act),
+            "repairs": list(parsed.repairs),
+            "evidence": self.evidence.snapshot(),
+            "turn": turn + 1,
+        }
+        reward = 0.0
+        if terminated or truncated:
+            reward = self._finish(act, terminated, truncated, info)
+        obs = self._obs(text if not truncated else text + " Turn budget exhausted.", frames, ts)
+        self._last_frames = frames if len(frames) else self._last_frames
+        return obs, reward, terminated, truncated, info
+
+    def render(self) -> np.ndarray | None:
+        if self.render_mode != "rgb_array":
+            return None
+        frames = self._last_frames if len(self._last_frames) else self.frames_by_turn.get(-1, self._last_frames)
+        if len(frames) == 0:
+            return np.zeros(self._frame_shape, np.uint8)
+        return np.concatenate(list(frames), axis=1)
+
+    # ---- episode summary -------------------------------------------------------------------
+    def summary(self) -> EpisodeSummary:
+        """The finished (or running) episode as the reward functions read it."""
+        assert self.trajectory is not None
+        turns = self.trajectory.turns
+        answer = next((t.action["text"] for t in turns if t.action["type"] == "answer"), None)
+        invalid = sum(1 for t in turns if t.action["type"] == "invalid" or (t.action["type"] == "crop_video" and t.error))
+        return EpisodeSummary(
+            prediction=answer,
+            assistant_turns=[t.assistant for t in turns],
+            calls=self.evidence.call_spans(),
+            invalid_calls=invalid,
+            duration=self.duration,
+            truncated=self.trajectory.truncated,
+        )
+
+    def _finish(self, act: Action, terminated: bool, truncated: bool, info: dict[str, Any]) -> float:
+        traj = self.trajectory
+        assert traj is not None
+        traj.terminated, traj.truncated = terminated, truncated
+        self._done = True
+        total, components = score_episode(self.sample, self.summary(), self.config.reward)
+        accuracy = components.get("accuracy")
+        traj.prediction = act.text if isinstance(act, Answer) else None
+        traj.accuracy = accuracy
+        traj.correct = None if accuracy is None else bool(accuracy >= self.config.correct_threshold)
+        traj.reward, traj.reward_components = float(total), dict(components)
+        traj.metrics.update(
+            coverage=self.evidence.coverage,
+            evidence=self.evidence.score,
+            precision=self.evidence.precision,
+            calls=len(self.evidence.calls),
+            invalid_calls=self.summary().invalid_calls,
+            frames=self._frames_used,
+        )
+        info.update(reward_components=dict(components), prediction=traj.prediction, correct=traj.correct)
+        return float(total)
+
+    # ---- helpers ---------------------------------------------------------------------------
+    def _parse(self, action: ActType) -> ParsedTurn:
+        if isinstance(action, (Think, CropVideo, Answer, Invalid)):
+            return ParsedTurn(action, dialect="structured")
+        return parse_action(action)
+
+    def _check_crop(self, act: CropVideo) -> tuple[str | None, tuple[float, float] | None]:
+        s, e = act.start, act.end
+        if not (math.isfinite(s) and math.isfinite(e)):
+            return "crop_video times must be finite numbers", None
+        if s >= e:
+            return f"crop_video needs start < end, got start={s:g}, end={e:g}", None
+        if e <= 0 or s >= self.duration:
+            return f"crop_video span {s:g}-{e:g}s lies outside the video (0-{self.duration:.1f}s)", None
+        span = (max(s, 0.0), min(e, self.duration))
+        if span[1] - span[0] < self.config.min_span:
+            return f"crop_video span of {span[1] - span[0]:.2f}s is shorter than the minimum {self.config.min_span:g}s", None
+        if self._frames_used >= self.config.max_total_frames:
+            return f"frame budget of {self.config.max_total_frames} frames is spent; answer now", None
+        return None, span
+
+    def _crop_frames(self, s: float, e: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        k = min(self.config.frames_per_call, self.config.max_total_frames - self._frames_used)
+        times = s + (np.arange(k) + 0.5) * (e - s) / k
+        # A short span of a low-fps video maps several times to one frame: return each frame once.
+        idx = np.unique(self.video.indices_at(times))
+        return self._get_frames(None, idx)
+
+    def _get_frames(self, times: np.ndarray | None, indices: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if indices is None:
+            indices = self.video.indices_at(times) if times is not None and len(times) else np.zeros(0, int)
+        frames, ts = self.video.frames_by_index(indices, max_pixels=self.config.max_pixels, overlay=self.config.timestamp_overlay)
+        self._frames_used += len(ts)
+        return self._perturb(frames, ts)
+
+    def _resolve_mask(self, p: Perturbation | None) -> tuple[float, float] | None:
+        if p is None or p.kind != "mask":
+            return None
+        if p.time_range is not None:
+            return p.time_range
+        patterns = self.sample.mask_patterns
+        if p.pattern is None or not (0 <= p.pattern < len(patterns)):
+            raise ValueError(f"sample {self.sample.id}: mask perturbation needs time_range or a pattern index < {len(patterns)}")
+        return patterns[p.pattern].time_range
+
+    def _perturbation_dict(self) -> dict[str, Any] | None:
+        if self._perturbation is None:
+            return None
+        d = self._perturbation.model_dump(exclude_none=True)
+        if self._mask_range is not None:
+            d["time_range"] = list(self._mask_range)
+            if self._perturbation.pattern is not None:
+                d["oracle_correct"] = self.sample.mask_patterns[self._perturbation.pattern].oracle_correct
+        return d
+
+    def _perturb(self, frames: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        masked = np.zeros(len(ts), bool)
+        p = self._perturbation
+        if p is None or len(ts) == 0:
+            return frames, ts, masked
+        if p.kind == "mask":
+            lo, hi = math.floor(self._mask_range[0]), math.floor(self._mask_range[1])
+            masked = (np.floor(ts) >= lo) & (np.floor(ts) <= hi)
+            if masked.any():
+                frames = frames.copy()
+                frames[masked] = 0  # pixels zeroed, time positions kept (VideoMend §5.2)
+        elif p.kind == "shuffle":
+            frames = frames[self.np_random.permutation(len(frames))]
+        elif p.kind == "blend":
+            out = frames.astype(np.float32)
+            for i in range(1, len(out)):  # recursive, as VideoMend's SF-GRPO code blends in place
+                out[i] = p.alpha * out[i] + (1 - p.alpha) * out[i - 1]
+            frames = np.round(out).astype(np.uint8)
+        return frames, ts, masked
+
+    def _frame_refs(self, ts: np.ndarray, masked: np.ndarray) -> list[FrameRef]:
+        return [FrameRef(t=float(t), masked=bool(m)) for t, m in zip(ts, masked)]
+
+    def _obs(self, text: str, frames: np.ndarray, ts: np.ndarray) -> Obs:
+        return {"text": text, "frames": frames, "timestamps": np.asarray(ts, dtype=np.float64)}
