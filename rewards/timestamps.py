@@ -1,0 +1,157 @@
+"""Timestamps in model text: anchored parsing, spans, and VideoMend's timestamp reward r_ts.
+
+VideoMend (seed 002, §6.2 "时间戳奖励 r_ts"): three physical checks on the timestamps that a
+Ref-Delta chain of thought cites in `<time>…</time>` and `<time_range>… - …</time_range>`:
+parseable, monotonically non-decreasing, within the video duration. The seed names the checks but
+not how they combine; here each check is the fraction of items that pass it and r_ts is their
+weighted mean (equal weights by default), so one bad timestamp costs a little, not everything.
+
+Time strings: "HH:MM:SS(.s)", "MM:SS(.s)" and plain seconds ("12.5", "12.5s"). The patterns are
+anchored on both sides, so "MM:SS" never matches inside "HH:MM:SS" and "1:30" never matches
+inside "01:30:45".
+
+>>> parse_time("00:01:05.5")
+65.5
+>>> find_times("from 00:00:12.9 to 00:01:05")
+[12.9, 65.0]
+>>> timestamp_reward("<time>00:00:01</time> <time_range>00:00:01 - 00:00:04</time_range>", duration=10)
+1.0
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+# A colon time: optional hours, minutes (1-2 digits), seconds (2 digits, optional fraction).
+# The look-arounds forbid a digit, colon or dot-digit on either side, which is what anchors it.
+_COLON_TIME = r"(?:\d+:)?\d{1,2}:\d{2}(?:\.\d+)?"
+_SECONDS = r"\d+(?:\.\d+)?(?:\s*(?:s|sec|secs|second|seconds)\b)?"
+_LEFT = r"(?<![\w:.])"
+_RIGHT = r"(?![\w:]|\.\d)"
+TIME_PATTERN = re.compile(rf"{_LEFT}(?:{_COLON_TIME}|{_SECONDS}){_RIGHT}")
+COLON_TIME_PATTERN = re.compile(rf"{_LEFT}{_COLON_TIME}{_RIGHT}")
+_FULL_COLON = re.compile(r"^\s*(?:(\d+):)?(\d{1,2}):(\d{2}(?:\.\d+)?)\s*$")
+_FULL_SECONDS = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:s|sec|secs|second|seconds)?\s*$")
+
+# A span: "from A to B", "A to B", "A - B", "[A, B]", "(A, B)" with A and B time strings.
+_T = rf"{_LEFT}(?:{_COLON_TIME}|{_SECONDS}){_RIGHT}"
+SPAN_PATTERN = re.compile(
+    rf"(?P<a>{_T})\s*(?:,|-|–|—|~|to|until|and)\s*(?P<b>{_T})",
+    re.IGNORECASE,
+)
+
+_TIME_TAG = re.compile(r"<time>(.*?)</time>", re.DOTALL)
+_RANGE_TAG = re.compile(r"<time_range>(.*?)</time_range>", re.DOTALL)
+_ANY_TAG = re.compile(r"<time>(.*?)</time>|<time_range>(.*?)</time_range>", re.DOTALL)
+
+
+def parse_time(text: str) -> float | None:
+    """Seconds of one time string ("HH:MM:SS.s", "MM:SS", "12.5", "12.5s"); None if not one.
+
+    Minutes and seconds of a colon form must be below 60 (an impossible clock time is unparseable).
+
+    >>> parse_time("1:30"), parse_time("12.5 s"), parse_time("1:75"), parse_time("soon")
+    (90.0, 12.5, None, None)
+    """
+    m = _FULL_COLON.match(text)
+    if m:
+        hours = float(m.group(1)) if m.group(1) is not None else 0.0
+        minutes, seconds = float(m.group(2)), float(m.group(3))
+        if (m.group(1) is not None and minutes >= 60) or seconds >= 60:
+            return None
+        value = hours * 3600 + minutes * 60 + seconds
+        return value if math.isfinite(value) else None
+    m = _FULL_SECONDS.match(text)
+    if m:
+        value = float(m.group(1))
+        return value if math.isfinite(value) else None
+    return None
+
+
+def find_times(text: str, colon_only: bool = False) -> list[float]:
+    """All parseable times in `text`, in order (anchored: no partial matches inside longer times)."""
+    pattern = COLON_TIME_PATTERN if colon_only else TIME_PATTERN
+    out = []
+    for m in pattern.finditer(text):
+        t = parse_time(m.group(0))
+        if t is not None:
+            out.append(t)
+    return out
+
+
+def parse_span(text: str) -> tuple[float, float] | None:
+    """The first "start … end" span in `text` as seconds, or None.
+
+    >>> parse_span("The event happens from 3.5 to 7 seconds.")
+    (3.5, 7.0)
+    >>> parse_span("[00:10, 00:20]")
+    (10.0, 20.0)
+    """
+    for m in SPAN_PATTERN.finditer(text):
+        a, b = parse_time(m.group("a")), parse_time(m.group("b"))
+        if a is not None and b is not None:
+            return (a, b)
+    return None
+
+
+def _tagged_items(text: str) -> list[tuple[str, ...]]:
+    """Raw strings of each `<time>` (1 item) and `<time_range>` (2 items: start, end), in order."""
+    items: list[tuple[str, ...]] = []
+    for m in _ANY_TAG.finditer(text):
+        if m.group(1) is not None:
+            items.append((m.group(1),))
+        else:
+            parts = re.split(r"\s*(?:-|–|—|~|to)\s*(?=\d)", m.group(2).strip(), maxsplit=1)
+            items.append(tuple(parts) if len(parts) == 2 else (m.group(2), ""))
+    return items
+
+
+def timestamp_checks(text: str, duration: float) -> dict[str, float]:
+    """Fractions passing each VideoMend check: `parseable`, `monotonic`, `within`, and `count`.
+
+    Items are the strings inside `<time>` and `<time_range>` tags (a range contributes its start
+    and end); when there is no tag, the colon-format times of the free text are the items.
+    `monotonic` is the fraction of consecutive parsed times (in text order) that do not go back;
+    `within` the fraction of parsed times in [0, duration]. With no item all are 0.
+
+    >>> timestamp_checks("<time>00:00:05</time> <time>00:00:03</time> <time>9:99</time>", 4)
+    {'parseable': 0.6666666666666666, 'monotonic': 0.0, 'within': 0.5, 'count': 3.0}
+    """
+    raw = [s for item in _tagged_items(text) for s in item]
+    if raw:
+        times = [parse_time(s) for s in raw]
+    else:
+        times = find_times(text, colon_only=True)
+    if not times:
+        return {"parseable": 0.0, "monotonic": 0.0, "within": 0.0, "count": 0.0}
+    parsed = [t for t in times if t is not None]
+    parseable = len(parsed) / len(times)
+    if len(parsed) >= 2:
+        monotonic = sum(b >= a for a, b in zip(parsed, parsed[1:])) / (len(parsed) - 1)
+    else:
+        monotonic = 1.0 if parsed else 0.0
+    within = sum(0.0 <= t <= duration for t in parsed) / len(parsed) if parsed else 0.0
+    return {"parseable": parseable, "monotonic": monotonic, "within": within, "count": float(len(times))}
+
+
+def timestamp_reward(
+    text: str,
+    duration: float,
+    weights: tuple[float, float, float] = (1 / 3, 1 / 3, 1 / 3),
+) -> float:
+    """VideoMend r_ts in [0, 1]: weighted mean of the parseable / monotonic / within fractions.
+
+    `weights` (parseable, monotonic, within) are not given in the seed; equal thirds by default.
+
+    >>> round(timestamp_reward("<time>00:00:02</time> <time_range>00:00:02 - 00:00:30</time_range>", 10), 4)
+    0.8889
+    >>> timestamp_reward("no times at all", 10)
+    0.0
+    """
+    checks = timestamp_checks(text, duration)
+    total = sum(weights)
+    if checks["count"] == 0 or total <= 0:
+        return 0.0
+    score = (weights[0] * checks["parseable"] + weights[1] * checks["monotonic"] + weights[2] * checks["within"]) / total
+    return min(1.0, max(0.0, score))

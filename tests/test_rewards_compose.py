@@ -1,0 +1,40 @@
+"""Episode scoring seam: EpisodeSummary + RewardConfig -> (total, components)."""
+
+import pytest
+from pydantic import ValidationError
+
+from videoseek.envs.sample import VideoSample
+from videoseek.rewards import EpisodeSummary, RewardConfig, score_episode
+
+SAMPLE = VideoSample(id="s1", video="v.mp4", question="Which colour?", options=["A. red", "B. blue"], answer="B", duration=20.0, clue_intervals=[(4.0, 8.0)])
+
+
+def episode(turns, prediction, calls=()):
+    return EpisodeSummary(prediction=prediction, assistant_turns=list(turns), calls=list(calls), invalid_calls=0, duration=20.0)
+
+
+def test_default_preset_is_accuracy_plus_format():
+    ep = episode(["<think>look</think><tool_call>{}</tool_call>", "<think>blue</think><answer>B</answer>"], "B", [(4.0, 8.0)])
+    assert score_episode(SAMPLE, ep, RewardConfig()) == (2.0, {"accuracy": 1.0, "format": 1.0})
+    wrong = episode(["<answer>A</answer>"], "A")
+    assert score_episode(SAMPLE, wrong, RewardConfig()) == (0.0, {"accuracy": 0.0, "format": 0.0})
+
+
+def test_custom_weights_override_and_drop_components():
+    ep = episode(["<think>blue</think><answer>B</answer>"], "B")
+    total, parts = score_episode(SAMPLE, ep, RewardConfig(weights={"format": 0.5}))
+    assert total == 1.5 and parts == {"accuracy": 1.0, "format": 1.0}
+    total, parts = score_episode(SAMPLE, ep, RewardConfig(weights={"format": 0}))
+    assert total == 1.0 and parts == {"accuracy": 1.0}
+
+
+def test_unanswered_episode_scores_zero():
+    ep = EpisodeSummary(prediction=None, assistant_turns=["<think>hmm</think>"], calls=[], invalid_calls=2, duration=20.0, truncated=True)
+    assert score_episode(SAMPLE, ep, RewardConfig())[0] == 0.0
+
+
+def test_bad_config_names_the_field():
+    with pytest.raises(ValidationError, match="preset"):
+        RewardConfig(preset="nope")
+    with pytest.raises(ValidationError, match="weights"):
+        RewardConfig(weights={"speed": 1.0})
