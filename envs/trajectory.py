@@ -49,7 +49,7 @@ class Turn(BaseModel):
     dialect: str = "none"
     error: str | None = None
     observation: Observation
-    evidence: dict[str, float]
+    evidence: dict[str, float | None]
     call: CallInfo | None = None
     tokens: dict[str, int] | None = None
 

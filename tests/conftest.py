@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from videos import write_index_video  # noqa: E402
+
+from videoseek.envs.sample import VideoSample  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def index_video(tmp_path_factory) -> Path:
+    """20 s at 10 fps, 192x96, frame i encodes i in its pixels."""
+    return write_index_video(tmp_path_factory.mktemp("videos") / "index.mp4", num_frames=200, fps=10)
+
+
+@pytest.fixture
+def index_sample(index_video) -> VideoSample:
+    return VideoSample(
+        id="idx-1",
+        video=str(index_video),
+        question="Which colour flashes?",
+        options=["A. red", "B. green", "C. blue", "D. yellow"],
+        answer="B",
+        clue_intervals=[(12.0, 13.5)],
+        reference_reasoning="<think>Ref: at 00:00:01 nothing. Delta: at 00:00:12 green.</think>",
+        mask_patterns=[{"time_range": (3.0, 4.0), "oracle_correct": True}, {"time_range": (12.0, 13.5), "oracle_correct": False}],
+        metadata={"task_kind": "test"},
+    )
