@@ -15,7 +15,7 @@ from videoseek.envs.evidence import EvidenceState
 from videoseek.envs.sample import DataError, VideoSample
 from videoseek.envs.trajectory import CallInfo, FrameRef, GroupInfo, Observation, Trajectory, Turn
 from videoseek.envs.video import open_video
-from videoseek.rewards import EpisodeSummary, RewardConfig, score_episode
+from videoseek.rewards import EpisodeSummary, RewardConfig, accuracy_reward, score_episode
 
 Obs = dict[str, Any]
 ActType = Any  # str (raw assistant text) or a structured Think / CropVideo / Answer
@@ -300,7 +300,10 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
         traj.terminated, traj.truncated = terminated, truncated
         self._done = True
         total, components = score_episode(self.sample, self.summary(), self.config.reward)
+        # Accuracy is always recorded for evaluation, weighted into the reward or not.
         accuracy = components.get("accuracy")
+        if accuracy is None:
+            accuracy = accuracy_reward(act.text if isinstance(act, Answer) else None, self.sample)
         traj.prediction = act.text if isinstance(act, Answer) else None
         traj.accuracy = accuracy
         traj.correct = None if accuracy is None else bool(accuracy >= self.config.correct_threshold)

@@ -1,0 +1,35 @@
+# Two entry points for a fresh clone: `make demo` (the main job) and `make test` (the test suite).
+# Both create .venv and install the project with the extras they need, offline except for PyPI.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+STAMP := $(VENV)/.videoseek-installed
+
+.PHONY: demo test install bench browser clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip setuptools wheel
+	# torch/torchvision are pinned in the `model` extra to the builds on this machine's disk.
+	$(PIP) install -q -e '.[model,train,dev]'
+	# verl's own requirement list pins CUDA stacks; its import needs come with the `train` extra.
+	$(PIP) install -q --no-deps 'verl==0.9.1'
+	touch $@
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/videoseek demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+# Debian's Chromium for the viewer's browser tests (they are skipped, with the reason, without it).
+browser:
+	command -v chromium >/dev/null || (apt-get update -q && apt-get install -y -q chromium)
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

@@ -1,0 +1,112 @@
+"""`videoseek eval RUN`: metrics of a run's trajectories, printed and written to `RUN/metrics.json`.
+
+Metrics are over origin episodes (perturbed groups are reported separately, by perturbation
+kind): accuracy overall, by problem type and by task kind; clue coverage, evidence score, calls
+per episode, invalid-call rate (invalid calls / all tool calls), mean of each reward component,
+tokens per episode, failures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from videoseek.envs.trajectory import Trajectory
+
+
+def _mean(xs: Sequence[float]) -> float | None:
+    xs = [float(x) for x in xs if x is not None]
+    return float(np.mean(xs)) if xs else None
+
+
+def episode_metrics(traj: Trajectory) -> dict[str, float]:
+    calls = [t for t in traj.turns if t.action.get("type") in ("crop_video", "invalid")]
+    invalid = sum(1 for t in calls if t.error)
+    final = traj.turns[-1].evidence if traj.turns else {}
+    tokens = sum(t.tokens.get("completion", 0) for t in traj.turns if t.tokens)
+    return {
+        "accuracy": float(traj.accuracy or 0.0),
+        "correct": float(bool(traj.correct)),
+        "coverage": float(final.get("coverage") or 0.0),
+        "evidence": float(final.get("score") or 0.0),
+        "calls": float(len(calls) - invalid),
+        "tool_calls": float(len(calls)),
+        "invalid_calls": float(invalid),
+        "turns": float(len(traj.turns)),
+        "tokens": float(tokens),
+        "reward": float(traj.reward),
+    }
+
+
+def summarize(trajs: Sequence[Trajectory]) -> dict[str, Any]:
+    """Aggregate metrics of a list of trajectories (see the module docstring)."""
+    origin = [t for t in trajs if t.group.role == "origin"]
+    ok = [t for t in origin if t.failure is None]
+    per = [episode_metrics(t) for t in ok]
+    out: dict[str, Any] = {"episodes": len(origin), "failures": len(origin) - len(ok)}
+    for key in ("accuracy", "correct", "coverage", "evidence", "calls", "turns", "tokens", "reward"):
+        out[key] = _mean([m[key] for m in per])
+    tool_calls = sum(m["tool_calls"] for m in per)
+    out["invalid_call_rate"] = sum(m["invalid_calls"] for m in per) / tool_calls if tool_calls else 0.0
+    comps: dict[str, list[float]] = defaultdict(list)
+    for t in ok:
+        for k, v in t.reward_components.items():
+            comps[k].append(v)
+    out["reward_components"] = {k: _mean(v) for k, v in sorted(comps.items())}
+    for field, key in (("problem_type", "by_problem_type"), ("task_kind", "by_task_kind"), ("policy", "by_policy")):
+        groups: dict[str, list[float]] = defaultdict(list)
+        for t, m in zip(ok, per):
+            groups[str(getattr(t, field) or "none")].append(m["accuracy"])
+        out[key] = {k: {"accuracy": _mean(v), "n": len(v)} for k, v in sorted(groups.items())}
+    perturbed: dict[str, list[Trajectory]] = defaultdict(list)
+    for t in trajs:
+        if t.group.role == "perturbed" and t.group.perturbation:
+            perturbed[t.group.perturbation.get("kind", "?")].append(t)
+    out["perturbed"] = {
+        k: {"episodes": len(v), "accuracy": _mean([float(t.accuracy or 0.0) for t in v if t.failure is None])} for k, v in perturbed.items()
+    }
+    return out
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run", type=Path, help="run directory with trajectories.jsonl")
+    parser.add_argument("--out", type=Path, default=None, help="where to write metrics (default RUN/metrics.json)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from videoseek.agents.rollout import read_trajectories
+    from videoseek.cli import UserError
+
+    path = args.run / "trajectories.jsonl"
+    if not path.is_file():
+        raise UserError(f"{path}: no trajectories.jsonl in the run directory")
+    trajs = read_trajectories(path)
+    if not trajs:
+        raise UserError(f"{path}: no readable episodes")
+    metrics = summarize(trajs)
+    out = args.out or args.run / "metrics.json"
+    out.write_text(json.dumps(metrics, indent=2))
+    table = Table(title=f"{args.run} ({metrics['episodes']} episodes)")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key in ("accuracy", "coverage", "evidence", "calls", "invalid_call_rate", "turns", "tokens", "reward", "failures"):
+        v = metrics[key]
+        table.add_row(key, "-" if v is None else f"{v:.3f}")
+    for k, v in metrics["reward_components"].items():
+        table.add_row(f"reward.{k}", "-" if v is None else f"{v:.3f}")
+    for k, v in metrics["by_problem_type"].items():
+        table.add_row(f"accuracy[{k}]", f"{v['accuracy']:.3f} (n={v['n']})")
+    for k, v in metrics["by_task_kind"].items():
+        table.add_row(f"accuracy[{k}]", f"{v['accuracy']:.3f} (n={v['n']})")
+    Console().print(table)
+    print(f"metrics written to {out}")
+    return 0

@@ -1,0 +1,96 @@
+"""Benchmark: the env's cost on top of raw decoding, and the cost of a group of G episodes.
+
+Prints ratios measured side by side in one run (not a test; targets from DESIGN.md):
+1. crop_video through `VideoSeekEnv` vs decord `get_batch` of the same frames of the same file
+   (both cold: fresh reader, empty frame cache). Target: env overhead <= 1.0x the raw decode.
+2. G = 8 oracle episodes of one sample vs one episode (cold cache each time; the group shares
+   decoded frames through the cache). Target: <= 1.5x.
+
+    python bench/bench_env.py [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import decord
+import numpy as np
+
+from videoseek.agents.rollout import load_policy, run_rollouts
+from videoseek.envs import video as video_mod
+from videoseek.envs.actions import CropVideo
+from videoseek.envs.env import EnvConfig, VideoSeekEnv
+from videoseek.envs.synth import generate_dataset
+
+
+def cold() -> None:
+    video_mod.FRAME_CACHE.clear()
+    video_mod._READERS.clear()
+
+
+def time_it(fn, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        cold()
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--n", type=int, default=10, help="synthetic samples to benchmark over")
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="videoseek-bench-"))
+    samples = generate_dataset(tmp, n=args.n, seed=0)
+    config = EnvConfig(max_pixels=None)  # same pixels as the raw decode: no resize on either side
+
+    def plan(sample):
+        s, e = sample.clue_intervals[0]
+        return s, e
+
+    # The exact frame indices the env will decode: initial frames + one crop of the first clue.
+    def env_path():
+        for sample in samples:
+            env = VideoSeekEnv(sample, config)
+            env.reset(seed=0)
+            env.step(CropVideo(*plan(sample)))
+
+    def raw_path():
+        for sample in samples:
+            vr = decord.VideoReader(sample.video, ctx=decord.cpu(0), num_threads=1)
+            n, d = len(vr), sample.duration
+            fps = vr.get_avg_fps()
+            init = np.minimum(((np.arange(8) + 0.5) * d / 8 * fps).astype(int), n - 1)
+            s, e = plan(sample)
+            crop = np.unique(np.minimum(((s + (np.arange(8) + 0.5) * (e - s) / 8) * fps).astype(int), n - 1))
+            vr.get_batch(list(init)).asnumpy()
+            vr.get_batch(list(crop)).asnumpy()
+
+    raw = time_it(raw_path, args.repeats)
+    env = time_it(env_path, args.repeats)
+    overhead = (env - raw) / raw
+    print(f"[crop_video] raw decord get_batch: {raw * 1000:.1f} ms, env reset+crop: {env * 1000:.1f} ms over {len(samples)} samples")
+    print(f"[crop_video] env overhead on top of raw decode: {overhead:.2f}x (target <= 1.00x) -> {'OK' if overhead <= 1.0 else 'MISSED'}")
+
+    oracle = load_policy("oracle")
+    cfg = EnvConfig()
+
+    def group(g):
+        return lambda: run_rollouts(samples, oracle, group_size=g, env_config=cfg, progress=False)
+
+    one = time_it(group(1), args.repeats)
+    eight = time_it(group(8), args.repeats)
+    ratio = eight / one
+    print(f"[group] 1 episode/sample: {one * 1000:.1f} ms, 8 episodes/sample: {eight * 1000:.1f} ms")
+    print(f"[group] G=8 vs one episode: {ratio:.2f}x (target <= 1.50x) -> {'OK' if ratio <= 1.5 else 'MISSED'}")
+
+
+if __name__ == "__main__":
+    main()
