@@ -1,0 +1,386 @@
+"""The viewer's HTTP server: JSON endpoints over one or two runs, frame files, play mode.
+
+Built on the standard library's `http.server.ThreadingHTTPServer`: the viewer serves a handful of
+small JSON answers and JPEG files to one local user, which needs no framework and adds no
+dependency. Endpoints (all GET unless noted):
+
+    /                         the page (viewer/static/index.html)
+    /static/<file>            the page's CSS and JS
+    /api/runs                 the runs being shown, their status, whether play mode is available
+    /api/episodes?run=A&...   one page of the filtered, sorted episode list (+ facets)
+    /api/episode?run=A&i=N    one episode's view model (or &id=EPISODE_ID), its group, its counterpart in B
+    /frames/<run>/<path>      a frame image of a run (only image files inside that run's folder)
+    /api/play/samples         the samples play mode can start
+    POST /api/play/start      {"sample_id"} -> a new play session
+    POST /api/play/step       {"session", "action": {...}} -> the env's answer
+    /play-frames/<session>/<turn>/<k>.jpg   a frame a play session returned
+
+Safety: binds to 127.0.0.1 unless told otherwise; every file path is checked by
+`videoseek.viewer.paths.resolve_inside`; requests whose Host header is not this server are
+refused (DNS rebinding), and POSTs need `X-VideoSeek: 1`, a header a foreign web page cannot send
+without a CORS preflight that this server never grants.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import mimetypes
+import sys
+import threading
+import traceback
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, quote, urlsplit
+
+from videoseek.viewer.episode import episode_view
+from videoseek.viewer.paths import UnsafePath, resolve_inside
+from videoseek.viewer.runindex import OUTCOMES, SORT_KEYS, EpisodeQuery, EpisodeRow, RunIndex, facets, select
+
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+IMAGE_TYPES = {".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".png": "image/png", ".webp": "image/webp"}
+MAX_BODY = 1 << 16
+VERSUS = ("", "agree", "disagree", "a_only", "b_only", "missing")
+
+
+class BadRequest(ValueError):
+    """A request parameter the server cannot use; answered with 400 and the message."""
+
+
+def clean_json(value: Any) -> Any:
+    """`value` with non-finite floats replaced by None (JSON has no NaN; the page's parser rejects it)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): clean_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean_json(v) for v in value]
+    return value
+
+
+def _float_param(params: dict[str, list[str]], name: str) -> float | None:
+    text = params.get(name, [""])[0].strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise BadRequest(f"{name}: {text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise BadRequest(f"{name}: {text!r} is not a finite number")
+    return value
+
+
+def _int_param(params: dict[str, list[str]], name: str, default: int) -> int:
+    text = params.get(name, [""])[0].strip()
+    if not text:
+        return default
+    try:
+        return int(text)
+    except ValueError:
+        raise BadRequest(f"{name}: {text!r} is not an integer") from None
+
+
+def query_from_params(params: dict[str, list[str]]) -> EpisodeQuery:
+    """An `EpisodeQuery` from URL parameters; `BadRequest` names the first bad one."""
+    first = lambda name: params.get(name, [""])[0].strip()  # noqa: E731
+    outcome = first("outcome") or "all"
+    if outcome not in OUTCOMES:
+        raise BadRequest(f"outcome: {outcome!r} is not one of {', '.join(OUTCOMES)}")
+    sort = first("sort") or "index"
+    descending = sort.startswith("-")
+    sort = sort.lstrip("-")
+    if sort not in SORT_KEYS:
+        raise BadRequest(f"sort: {sort!r} is not one of {', '.join(SORT_KEYS)}")
+    return EpisodeQuery(
+        outcome=outcome, policy=first("policy"), problem_type=first("problem_type"), task_kind=first("task_kind"),
+        role=first("role"), reward_min=_float_param(params, "reward_min"), reward_max=_float_param(params, "reward_max"),
+        text=first("q"), sort=sort, descending=descending,
+        page=max(0, _int_param(params, "page", 0)), per_page=min(500, max(1, _int_param(params, "per_page", 50))),
+    )
+
+
+def versus_ok(versus: str, a: EpisodeRow, b: EpisodeRow | None) -> bool:
+    """Whether the pair (episode in A, its counterpart in B) passes the comparison filter."""
+    if not versus:
+        return True
+    if versus == "missing":
+        return b is None
+    if b is None:
+        return False
+    if versus == "agree":
+        return a.correct == b.correct
+    if versus == "disagree":
+        return a.correct != b.correct
+    if versus == "a_only":
+        return a.correct is True and b.correct is not True
+    return b.correct is True and a.correct is not True  # b_only
+
+
+class ViewerApp:
+    """The state behind the server: the runs shown and the play manager; no HTTP in here."""
+
+    def __init__(self, run_dirs: list[Path], play: Any = None) -> None:
+        if not run_dirs:
+            raise ValueError("at least one run folder is needed")
+        keys = ["A", "B"][: len(run_dirs)]
+        self.runs: dict[str, RunIndex] = {k: RunIndex(d, k) for k, d in zip(keys, run_dirs)}
+        self.play = play
+        if play is not None:
+            self.runs["play"] = RunIndex(play.play_dir, "play")
+        self._facets: dict[str, tuple[tuple[int, int], dict[str, Any]]] = {}
+        self._lock = threading.Lock()
+
+    def run(self, key: str) -> RunIndex:
+        if key not in self.runs:
+            raise BadRequest(f"run: unknown run {key!r}; one of {', '.join(self.runs)}")
+        index = self.runs[key]
+        index.refresh()
+        return index
+
+    def frame_url(self, key: str, path: str) -> str:
+        return f"/frames/{key}/{quote(path)}"
+
+    # ---- endpoints
+    def api_runs(self) -> dict[str, Any]:
+        out = []
+        for key in self.runs:
+            index = self.run(key)
+            out.append({"key": key, "path": str(index.root), "status": index.status, "episodes": len(index.rows())})
+        play = {"available": False, "reason": "play mode is off"}
+        if self.play is not None:
+            ok, reason = self.play.available()
+            play = {"available": ok, "reason": reason}
+        return {"runs": out, "compare": "B" in self.runs, "play": play}
+
+    def _facets_of(self, index: RunIndex, rows: list[EpisodeRow]) -> dict[str, Any]:
+        stamp = (len(rows), rows[-1].offset if rows else -1)
+        with self._lock:
+            cached = self._facets.get(index.key)
+            if cached is None or cached[0] != stamp:
+                cached = (stamp, facets(rows))
+                self._facets[index.key] = cached
+            return cached[1]
+
+    def api_episodes(self, params: dict[str, list[str]]) -> dict[str, Any]:
+        key = params.get("run", ["A"])[0]
+        index = self.run(key)
+        q = query_from_params(params)
+        rows = index.rows()
+        other = self.run("B") if key == "A" and "B" in self.runs else None
+        versus = params.get("versus", [""])[0]
+        if versus not in VERSUS:
+            raise BadRequest(f"versus: {versus!r} is not one of {', '.join(v for v in VERSUS if v)}")
+        if other is not None and versus:
+            rows = [r for r in rows if versus_ok(versus, r, other.find(r.episode_id, r.sample_id))]
+        try:
+            total, page = select(rows, q)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+        out_rows = []
+        for r in page:
+            item = r.public()
+            if other is not None:
+                b = other.find(r.episode_id, r.sample_id)
+                item["other"] = None if b is None else {"index": b.index, "episode_id": b.episode_id, "correct": b.correct, "reward": b.reward}
+            out_rows.append(item)
+        return {
+            "run": key, "status": index.status, "total": total, "all": len(index.rows()), "page": q.page,
+            "per_page": q.per_page, "rows": out_rows, "facets": self._facets_of(index, index.rows()),
+        }
+
+    def api_episode(self, params: dict[str, list[str]]) -> dict[str, Any]:
+        key = params.get("run", ["A"])[0]
+        index = self.run(key)
+        episode_id = params.get("id", [""])[0]
+        if episode_id:
+            row = index.find(episode_id)
+            if row is None:
+                raise BadRequest(f"id: run {key} has no episode {episode_id!r}")
+        else:
+            i = _int_param(params, "i", -1)
+            row = index.row(i)
+            if row is None:
+                raise BadRequest(f"i: run {key} has no episode {i} (it has {len(index.rows())})")
+        raw, problem = index.read(row)
+        meta = {"run": key, "index": row.index, "line": row.line}
+        if raw is None:
+            view: dict[str, Any] = {**meta, "episode_id": row.episode_id, "issues": [problem], "turns": [], "calls": []}
+        else:
+            view = episode_view(raw, index.root, lambda p: self.frame_url(key, p), meta)
+            if row.problem and row.problem not in view["issues"] and "duplicate" in row.problem:
+                view["issues"].append(row.problem)
+        group = [g.public() for g in index.group(row)] if raw is not None else []
+        counterpart = None
+        if key in ("A", "B") and "B" in self.runs:
+            other_key = "B" if key == "A" else "A"
+            b = self.run(other_key).find(row.episode_id, row.sample_id)
+            counterpart = None if b is None else {"run": other_key, "index": b.index, "episode_id": b.episode_id}
+        return clean_json({"episode": view, "group": group, "counterpart": counterpart})
+
+    def frame_file(self, key: str, rel: str) -> Path:
+        """The image file `rel` of run `key`; `UnsafePath` outside it, `FileNotFoundError` if absent."""
+        if key not in self.runs:
+            raise FileNotFoundError(f"unknown run {key!r}")
+        target = resolve_inside(self.runs[key].root, rel)
+        if target.suffix.lower() not in IMAGE_TYPES:
+            raise UnsafePath(f"only image files are served, not {target.suffix or 'files without a suffix'}")
+        if not target.is_file():
+            raise FileNotFoundError(rel)
+        return target
+
+
+class Handler(BaseHTTPRequestHandler):
+    """Routes requests to `ViewerApp`; every answer is JSON, a file, or a JSON error."""
+
+    server: ViewerServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet unless asked
+        if self.server.verbose:
+            super().log_message(format, *args)
+
+    # ---- answers
+    def _send(self, status: int, body: bytes, content_type: str, cache: bool = False) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "max-age=3600" if cache else "no-store")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _json(self, payload: Any, status: int = 200) -> None:
+        body = json.dumps(payload, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        self._send(status, body, "application/json; charset=utf-8")
+
+    def _error(self, status: int, message: str) -> None:
+        self._json({"error": message}, status)
+
+    def _file(self, path: Path, content_type: str | None = None, cache: bool = False) -> None:
+        ctype = content_type or mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+        if ctype.startswith("text/") or ctype == "application/javascript":
+            ctype += "; charset=utf-8"
+        self._send(200, path.read_bytes(), ctype, cache)
+
+    # ---- checks
+    def _host_ok(self) -> bool:
+        return self.server.host_allowed(self.headers.get("Host", ""))
+
+    # ---- routing
+    def do_HEAD(self) -> None:  # noqa: N802
+        self.do_GET()
+
+    def do_GET(self) -> None:  # noqa: N802
+        if not self._host_ok():
+            return self._error(HTTPStatus.FORBIDDEN, "unexpected Host header")
+        url = urlsplit(self.path)
+        params = parse_qs(url.query, keep_blank_values=True)
+        app = self.server.app
+        try:
+            if url.path in ("/", "/index.html"):
+                return self._file(STATIC_DIR / "index.html", "text/html")
+            if url.path.startswith("/static/"):
+                return self._file(resolve_inside(STATIC_DIR, url.path[len("/static/") :]))
+            if url.path.startswith("/frames/"):
+                key, _, rel = url.path[len("/frames/") :].partition("/")
+                return self._file(app.frame_file(key, rel), IMAGE_TYPES.get(Path(rel).suffix.lower()), cache=True)
+            if url.path == "/api/runs":
+                return self._json(app.api_runs())
+            if url.path == "/api/episodes":
+                return self._json(app.api_episodes(params))
+            if url.path == "/api/episode":
+                return self._json(app.api_episode(params))
+            if url.path == "/api/play/samples":
+                return self._json(self._play().samples())
+            if url.path.startswith("/play-frames/"):
+                parts = url.path[len("/play-frames/") :].split("/")
+                if len(parts) != 3 or not parts[2].endswith(".jpg"):
+                    raise FileNotFoundError(url.path)
+                return self._send(200, self._play().frame_jpeg(parts[0], parts[1], parts[2][:-4]), "image/jpeg", cache=True)
+        except UnsafePath as exc:
+            return self._error(HTTPStatus.FORBIDDEN, f"refused: {exc}")
+        except (FileNotFoundError, IsADirectoryError, KeyError):
+            return self._error(HTTPStatus.NOT_FOUND, f"not found: {url.path}")
+        except BadRequest as exc:
+            return self._error(HTTPStatus.BAD_REQUEST, str(exc))
+        except Exception as exc:  # a bug must cost one request, not the server
+            return self._internal(exc)
+        return self._error(HTTPStatus.NOT_FOUND, f"not found: {url.path}")
+
+    def _internal(self, exc: Exception) -> None:
+        sys.stderr.write(f"videoseek view: internal error on {self.path}:\n{traceback.format_exc()}")
+        first = (str(exc).splitlines() or [""])[0][:300]
+        return self._error(HTTPStatus.INTERNAL_SERVER_ERROR, f"internal error: {type(exc).__name__}: {first}")
+
+    def do_POST(self) -> None:  # noqa: N802
+        if not self._host_ok():
+            return self._error(HTTPStatus.FORBIDDEN, "unexpected Host header")
+        if self.headers.get("X-VideoSeek") != "1":
+            return self._error(HTTPStatus.FORBIDDEN, "missing X-VideoSeek header")
+        url = urlsplit(self.path)
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+            if length > MAX_BODY:
+                raise BadRequest(f"request body of {length} bytes is over the {MAX_BODY} byte limit")
+            try:
+                body = json.loads(self.rfile.read(length) or b"{}")
+            except (ValueError, UnicodeDecodeError):
+                raise BadRequest("request body is not JSON") from None
+            if not isinstance(body, dict):
+                raise BadRequest("request body must be a JSON object")
+            if url.path == "/api/play/start":
+                return self._json(clean_json(self._play().start(body)))
+            if url.path == "/api/play/step":
+                return self._json(clean_json(self._play().step(body)))
+        except BadRequest as exc:
+            return self._error(HTTPStatus.BAD_REQUEST, str(exc))
+        except KeyError as exc:
+            return self._error(HTTPStatus.NOT_FOUND, f"not found: {exc.args[0] if exc.args else url.path}")
+        except Exception as exc:  # e.g. an env bug during play: report it, keep serving
+            return self._internal(exc)
+        return self._error(HTTPStatus.NOT_FOUND, f"not found: {url.path}")
+
+    def _play(self) -> Any:
+        play = self.server.app.play
+        if play is None:
+            raise BadRequest("play mode is off (start the viewer with --data samples.jsonl)")
+        ok, reason = play.available()
+        if not ok:
+            raise BadRequest(f"play mode is unavailable: {reason}")
+        return play
+
+
+class ViewerServer(ThreadingHTTPServer):
+    """A `ThreadingHTTPServer` that carries the `ViewerApp` and knows its own host names."""
+
+    daemon_threads = True
+
+    def __init__(self, app: ViewerApp, host: str = "127.0.0.1", port: int = 8765, verbose: bool = False) -> None:
+        self.app = app
+        self.verbose = verbose
+        super().__init__((host, port), Handler)
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host}:{port}/"
+
+    def host_allowed(self, header: str) -> bool:
+        """True for this server's own address and localhost names (with its port); any when bound wide."""
+        host, port = self.server_address[:2]
+        if host in ("0.0.0.0", "::", ""):
+            return True
+        names = {host, "localhost", "127.0.0.1", "[::1]"}
+        return header in {f"{n}:{port}" for n in names}
+
+
+def serve_in_thread(app: ViewerApp, host: str = "127.0.0.1", port: int = 0) -> tuple[ViewerServer, threading.Thread]:
+    """Start a server on a background thread (port 0 picks a free port); for tests and notebooks."""
+    server = ViewerServer(app, host, port)
+    thread = threading.Thread(target=server.serve_forever, name="videoseek-viewer", daemon=True)
+    thread.start()
+    return server, thread

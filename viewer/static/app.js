@@ -1,0 +1,609 @@
+/* VideoSeek viewer front end: plain JS, no build step, works offline.
+ *
+ * Two data sources with one interface: the local server's JSON endpoints, or (in an exported
+ * file) the data embedded in <script id="viewer-data">, filtered here the same way the server
+ * filters (videoseek/viewer/runindex.py). Routes live in the URL hash:
+ *   #/?outcome=wrong&q=...         episode list (filters, sort, page)
+ *   #/episode/A/12?turn=3          one episode (or #/episode/play/id/<episode id>)
+ *   #/play                         play mode
+ */
+"use strict";
+(function () {
+  const SVGNS = "http://www.w3.org/2000/svg";
+  const $ = (sel, root) => (root || document).querySelector(sel);
+
+  // ---- DOM helpers ------------------------------------------------------------------------------
+  function fill(el, attrs, children) {
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === null || v === undefined || v === false) continue;
+      if (k.startsWith("on") && typeof v === "function") el.addEventListener(k.slice(2), v);
+      else if (k === "text") el.textContent = v;
+      else el.setAttribute(k, v === true ? "" : String(v));
+    }
+    for (const c of children.flat(Infinity)) {
+      if (c === null || c === undefined || c === false) continue;
+      el.appendChild(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+    return el;
+  }
+  const h = (tag, attrs, ...children) => fill(document.createElement(tag), attrs, children);
+  const s = (tag, attrs, ...children) => fill(document.createElementNS(SVGNS, tag), attrs, children);
+  const isNum = (x) => typeof x === "number" && isFinite(x);
+  const fmt = (x, d = 2) => (isNum(x) ? x.toFixed(d) : "–");
+  const fmtT = (t) => (isNum(t) ? t.toFixed(1) + "s" : "?");
+  const verdict = (c) => (c === true ? h("span", { class: "ok" }, "✓") : c === false ? h("span", { class: "no" }, "✗") : h("span", { class: "na" }, "–"));
+
+  // ---- data sources ---------------------------------------------------------------------------
+  const EMBEDDED = (() => {
+    const el = document.getElementById("viewer-data");
+    return el ? JSON.parse(el.textContent) : null;
+  })();
+
+  const serverApi = {
+    static: false,
+    async get(path, params) {
+      const url = path + (params ? "?" + new URLSearchParams(params) : "");
+      const r = await fetch(url);
+      const body = await r.json().catch(() => ({ error: "HTTP " + r.status }));
+      if (!r.ok) throw new Error(body.error || "HTTP " + r.status);
+      return body;
+    },
+    async post(path, payload) {
+      const r = await fetch(path, { method: "POST", headers: { "Content-Type": "application/json", "X-VideoSeek": "1" }, body: JSON.stringify(payload) });
+      const body = await r.json().catch(() => ({ error: "HTTP " + r.status }));
+      if (!r.ok) throw new Error(body.error || "HTTP " + r.status);
+      return body;
+    },
+    runs() { return this.get("/api/runs"); },
+    episodes(params) { return this.get("/api/episodes", params); },
+    episode(run, ref) { return this.get("/api/episode", Object.assign({ run }, ref)); },
+    playSamples() { return this.get("/api/play/samples"); },
+    playStart(sampleId) { return this.post("/api/play/start", { sample_id: sampleId }); },
+    playStep(session, action) { return this.post("/api/play/step", { session, action }); },
+  };
+
+  // The same filters, ordering and facets as runindex.py, over the rows embedded in an export.
+  function staticApi(data) {
+    const rows = data.rows;
+    const searchText = (r) => [r.episode_id, r.sample_id, r.question, r.prediction || "", r.answer, r.failure || "", r.problem || ""].join(" ").toLowerCase();
+    for (const key of Object.keys(rows)) for (const r of rows[key]) r._search = searchText(r);
+    const find = (key, id, sample) => {
+      const list = rows[key] || [];
+      return list.find((r) => r.episode_id === id) || list.find((r) => sample && r.sample_id === sample) || null;
+    };
+    const matches = (r, q) => {
+      const o = q.outcome || "all";
+      if (o === "correct" && r.correct !== true) return false;
+      if (o === "wrong" && r.correct !== false) return false;
+      if (o === "unanswered" && !(r.problem === null && r.prediction === null)) return false;
+      if (o === "problem" && !(r.problem || r.failure)) return false;
+      for (const f of ["policy", "problem_type", "task_kind", "role"]) if (q[f] && r[f] !== q[f]) return false;
+      if (q.reward_min !== undefined && q.reward_min !== "" && !(isNum(r.reward) && r.reward >= Number(q.reward_min))) return false;
+      if (q.reward_max !== undefined && q.reward_max !== "" && !(isNum(r.reward) && r.reward <= Number(q.reward_max))) return false;
+      return !q.q || r._search.includes(q.q.toLowerCase());
+    };
+    const versusOk = (v, a, b) => {
+      if (!v) return true;
+      if (v === "missing") return b === null;
+      if (b === null) return false;
+      if (v === "agree") return a.correct === b.correct;
+      if (v === "disagree") return a.correct !== b.correct;
+      if (v === "a_only") return a.correct === true && b.correct !== true;
+      return b.correct === true && a.correct !== true;
+    };
+    const facets = (list) => {
+      const out = {};
+      for (const f of ["policy", "problem_type", "task_kind", "role"]) {
+        const counts = {};
+        for (const r of list) if (r[f]) counts[r[f]] = (counts[r[f]] || 0) + 1;
+        out[f] = Object.fromEntries(Object.entries(counts).sort());
+      }
+      const rewards = list.map((r) => r.reward).filter(isNum);
+      out.reward = rewards.length ? [Math.min(...rewards), Math.max(...rewards)] : null;
+      return out;
+    };
+    return {
+      static: true,
+      async runs() { return { runs: data.runs, compare: data.compare, play: { available: false, reason: "an exported file has no play mode" } }; },
+      async episodes(q) {
+        const key = q.run || "A";
+        const all = rows[key] || [];
+        const other = key === "A" && rows.B ? "B" : null;
+        let kept = all.filter((r) => matches(r, q));
+        if (other && q.versus) kept = kept.filter((r) => versusOk(q.versus, r, find(other, r.episode_id, r.sample_id)));
+        let sort = q.sort || "index";
+        const desc = sort.startsWith("-");
+        sort = sort.replace(/^-/, "");
+        const present = kept.filter((r) => r[sort] !== null && r[sort] !== undefined);
+        const absent = kept.filter((r) => r[sort] === null || r[sort] === undefined);
+        present.sort((a, b) => (a[sort] < b[sort] ? -1 : a[sort] > b[sort] ? 1 : 0) * (desc ? -1 : 1) || a.index - b.index);
+        kept = present.concat(absent);
+        const perPage = Math.max(1, Math.min(500, Number(q.per_page || 50)));
+        const page = Math.max(0, Number(q.page || 0));
+        const pageRows = kept.slice(page * perPage, (page + 1) * perPage).map((r) => {
+          if (!other) return r;
+          const b = find(other, r.episode_id, r.sample_id);
+          return Object.assign({}, r, { other: b && { index: b.index, episode_id: b.episode_id, correct: b.correct, reward: b.reward } });
+        });
+        return { run: key, status: (data.runs.find((r) => r.key === key) || {}).status || "", total: kept.length, all: all.length, page, per_page: perPage, rows: pageRows, facets: facets(all) };
+      },
+      async episode(key, ref) {
+        const list = rows[key] || [];
+        const row = ref.id !== undefined ? list.find((r) => r.episode_id === ref.id) : list.find((r) => r.index === Number(ref.i));
+        if (!row) throw new Error("episode not in this export");
+        const ep = (data.episodes[key] || {})[row.index];
+        if (!ep) throw new Error("episode not in this export");
+        const gid = row.group_id || row.sample_id;
+        const group = list.filter((r) => (r.group_id || r.sample_id) === gid);
+        let counterpart = null;
+        if ((key === "A" || key === "B") && rows.B) {
+          const ok = key === "A" ? "B" : "A";
+          const b = find(ok, row.episode_id, row.sample_id);
+          counterpart = b && { run: ok, index: b.index, episode_id: b.episode_id };
+        }
+        return { episode: ep, group, counterpart };
+      },
+    };
+  }
+
+  const api = EMBEDDED ? staticApi(EMBEDDED) : serverApi;
+
+  // ---- routing ----------------------------------------------------------------------------------
+  let keyHandler = null; // the episode view's ← / → handler
+  let runsInfo = null;
+
+  function parseHash() {
+    const raw = location.hash.replace(/^#/, "") || "/";
+    const [path, query] = raw.split("?");
+    return { parts: path.split("/").filter(Boolean).map(decodeURIComponent), params: new URLSearchParams(query || "") };
+  }
+
+  async function route() {
+    keyHandler = null;
+    const { parts, params } = parseHash();
+    document.querySelectorAll("header nav a").forEach((a) => a.classList.remove("active"));
+    try {
+      if (!runsInfo) runsInfo = await api.runs();
+      $("#run-info").textContent = runsInfo.runs.map((r) => r.key + ": " + r.path + " (" + r.episodes + ")").join("   ");
+      $("#nav-play").hidden = !runsInfo.play.available && api.static;
+      if (parts[0] === "episode" && parts.length >= 3) {
+        const ref = parts[2] === "id" ? { id: parts.slice(3).join("/") } : { i: parts[2] };
+        await showEpisode(parts[1], ref, params);
+      } else if (parts[0] === "play") {
+        $("#nav-play").classList.add("active");
+        await showPlay();
+      } else {
+        $("#nav-episodes").classList.add("active");
+        await showList(params);
+      }
+    } catch (err) {
+      $("#app").replaceChildren(h("div", { class: "error-banner", id: "page-error" }, String(err.message || err)));
+    }
+  }
+  window.addEventListener("hashchange", route);
+  document.addEventListener("keydown", (ev) => {
+    if (ev.key === "Escape") closeLightbox();
+    const tag = (ev.target && ev.target.tagName) || "";
+    if (["INPUT", "TEXTAREA", "SELECT"].includes(tag)) return;
+    if (keyHandler && (ev.key === "ArrowLeft" || ev.key === "ArrowRight")) {
+      ev.preventDefault();
+      keyHandler(ev.key === "ArrowLeft" ? -1 : 1);
+    }
+  });
+
+  // ---- lightbox ---------------------------------------------------------------------------------
+  function openLightbox(src, caption) {
+    const box = $("#lightbox");
+    $("img", box).src = src;
+    $("figcaption", box).textContent = caption;
+    box.hidden = false;
+  }
+  function closeLightbox() { $("#lightbox").hidden = true; }
+  $("#lightbox").addEventListener("click", closeLightbox);
+
+  // ---- episode list -----------------------------------------------------------------------------
+  const FILTER_KEYS = ["outcome", "policy", "problem_type", "task_kind", "role", "reward_min", "reward_max", "q", "sort", "versus", "per_page"];
+  const SORTS = [["index", "file order"], ["-reward", "reward ↓"], ["reward", "reward ↑"], ["-advantage", "advantage ↓"], ["advantage", "advantage ↑"],
+    ["-score", "evidence score ↓"], ["score", "evidence score ↑"], ["-turns", "turns ↓"], ["turns", "turns ↑"], ["-calls", "calls ↓"], ["calls", "calls ↑"], ["episode_id", "episode id"]];
+  let listSeq = 0;
+
+  function listHash(values) {
+    const p = new URLSearchParams();
+    for (const [k, v] of Object.entries(values)) if (v !== "" && v !== undefined && v !== null && !(k === "page" && Number(v) === 0)) p.set(k, v);
+    const q = p.toString();
+    return "#/" + (q ? "?" + q : "");
+  }
+
+  function select(name, label, current, choices) {
+    return h("label", {}, label, h("select", { name }, choices.map(([v, text]) => h("option", { value: v, selected: v === current }, text))));
+  }
+
+  function facetChoices(counts) {
+    return [["", "any"]].concat(Object.entries(counts || {}).map(([v, n]) => [v, v + " (" + n + ")"]));
+  }
+
+  async function showList(params) {
+    const seq = ++listSeq;
+    const q = {};
+    for (const k of FILTER_KEYS.concat(["page", "run"])) if (params.get(k)) q[k] = params.get(k);
+    const data = await api.episodes(q);
+    if (seq !== listSeq) return; // a newer request is on its way
+    const focused = document.activeElement && document.activeElement.name;
+    const caret = focused && document.activeElement.selectionStart;
+    const f = data.facets;
+    const form = h("form", { class: "filters", id: "filters", onsubmit: (e) => e.preventDefault() },
+      select("outcome", "outcome", q.outcome || "all", [["all", "all"], ["correct", "correct"], ["wrong", "wrong"], ["unanswered", "unanswered"], ["problem", "problems"]]),
+      select("policy", "policy", q.policy || "", facetChoices(f.policy)),
+      select("problem_type", "problem type", q.problem_type || "", facetChoices(f.problem_type)),
+      select("task_kind", "task kind", q.task_kind || "", facetChoices(f.task_kind)),
+      select("role", "group role", q.role || "", facetChoices(f.role)),
+      h("label", {}, "reward ≥", h("input", { type: "number", step: "any", name: "reward_min", value: q.reward_min || "", placeholder: f.reward ? fmt(f.reward[0]) : "" })),
+      h("label", {}, "reward ≤", h("input", { type: "number", step: "any", name: "reward_max", value: q.reward_max || "", placeholder: f.reward ? fmt(f.reward[1]) : "" })),
+      h("label", {}, "search", h("input", { type: "search", name: "q", value: q.q || "", placeholder: "id, question, answer…" })),
+      select("sort", "sort", q.sort || "index", SORTS),
+      runsInfo.compare ? select("versus", "A vs B", q.versus || "", [["", "all"], ["disagree", "A ≠ B"], ["agree", "A = B"], ["a_only", "only A right"], ["b_only", "only B right"], ["missing", "not in B"]]) : null,
+    );
+    let timer = null;
+    const apply = () => {
+      const values = {};
+      for (const el of form.elements) if (el.name) values[el.name] = el.value;
+      if (values.outcome === "all") values.outcome = "";
+      if (values.sort === "index") values.sort = "";
+      location.hash = listHash(Object.assign(values, { run: q.run || "" }));
+    };
+    form.addEventListener("change", apply);
+    form.addEventListener("input", (e) => { if (e.target.name === "q") { clearTimeout(timer); timer = setTimeout(apply, 250); } });
+
+    const pages = Math.max(1, Math.ceil(data.total / data.per_page));
+    const go = (page) => { location.hash = listHash(Object.assign({}, q, { page })); };
+    const summary = h("div", { class: "list-summary" },
+      h("span", { id: "list-count" }, data.total + " of " + data.all + " episodes"),
+      h("button", { id: "page-prev", disabled: data.page <= 0, onclick: () => go(data.page - 1) }, "◀"),
+      h("span", { id: "page-pos" }, "page " + (data.page + 1) + " / " + pages),
+      h("button", { id: "page-next", disabled: data.page + 1 >= pages, onclick: () => go(data.page + 1) }, "▶"));
+    const compare = runsInfo.compare && (q.run || "A") === "A";
+    const head = h("tr", {}, ["#", "episode", "policy", "type", "task", "role", "turns", "calls", "evidence", "reward", "adv.", "✓"].map((t) => h("th", {}, t)),
+      compare ? [h("th", {}, "B ✓"), h("th", {}, "B reward")] : null, h("th", {}, "question / problem"));
+    const body = h("tbody", {}, data.rows.map((r) => h("tr", {
+      class: r.problem || r.failure ? "problem" : null, "data-index": r.index, "data-episode": r.episode_id,
+      onclick: () => { location.hash = "#/episode/" + encodeURIComponent(data.run) + "/" + r.index; },
+    },
+    h("td", { class: "num" }, r.index), h("td", {}, r.episode_id), h("td", {}, r.policy), h("td", {}, r.problem_type), h("td", {}, r.task_kind), h("td", {}, r.role),
+    h("td", { class: "num" }, r.turns), h("td", { class: "num" }, r.calls), h("td", { class: "num" }, fmt(r.score)), h("td", { class: "num" }, fmt(r.reward, 3)),
+    h("td", { class: "num" }, fmt(r.advantage)), h("td", {}, verdict(r.correct)),
+    compare ? [h("td", {}, r.other ? verdict(r.other.correct) : h("span", { class: "na" }, "absent")), h("td", { class: "num" }, r.other ? fmt(r.other.reward, 3) : "")] : null,
+    h("td", { class: "question" }, r.problem ? h("span", { class: "no" }, r.problem) : r.failure ? h("span", { class: "no" }, "failure: " + r.failure) : r.question))));
+    const children = [form];
+    if (data.status) children.push(h("p", { class: "notice", id: "run-status" }, "Run " + data.run + ": " + data.status));
+    children.push(summary, data.rows.length ? h("table", { class: "episodes", id: "episode-table" }, h("thead", {}, head), body)
+      : h("p", { class: "notice", id: "no-rows" }, data.all ? "No episode matches these filters." : "This run has no episodes."));
+    $("#app").replaceChildren(...children);
+    if (focused && form.elements[focused]) {
+      const el = form.elements[focused];
+      el.focus();
+      if (caret !== null && caret !== undefined && el.setSelectionRange) try { el.setSelectionRange(caret, caret); } catch (e) { /* number inputs */ }
+    }
+  }
+
+  // ---- timeline (inline SVG) --------------------------------------------------------------------
+  const gainColour = (g) => {
+    if (!isNum(g) || Math.abs(g) < 1e-9) return "#d1d5db";
+    const strength = Math.min(1, Math.abs(g) / 0.5);
+    return g > 0 ? "hsl(140, 60%, " + (82 - 40 * strength) + "%)" : "hsl(0, 75%, " + (85 - 35 * strength) + "%)";
+  };
+
+  function niceStep(span) {
+    const raw = span / 8;
+    const base = Math.pow(10, Math.floor(Math.log10(raw)));
+    return [1, 2, 5, 10].map((m) => m * base).find((st) => st >= raw) || raw;
+  }
+
+  /* opts: {end, clues, masked, initial: [frame], calls: [call], currentTurn, frameTicks: [frame], showClues, selection: [s,e], onCall(turn), onDrag(s,e)} */
+  function timeline(opts) {
+    const W = 1000, L = 78, R = 12, end = Math.max(opts.end || 1, 1e-6);
+    const x = (t) => L + (Math.min(Math.max(t, 0), end) / end) * (W - L - R);
+    const calls = opts.calls || [];
+    const laneH = 16;
+    let y = 24;
+    const items = [];
+    const lane = (label) => { items.push(s("text", { x: 4, y: y + 11, class: "lane-label" }, label)); const top = y; y += laneH + 4; return top; };
+    // axis
+    const step = niceStep(end);
+    const axis = s("g", { class: "axis" }, s("line", { x1: L, x2: W - R, y1: 18, y2: 18 }));
+    for (let t = 0; t <= end + 1e-9; t += step) axis.append(s("line", { x1: x(t), x2: x(t), y1: 14, y2: 18 }), s("text", { x: x(t), y: 11, "text-anchor": "middle" }, t.toFixed(step < 1 ? 1 : 0) + "s"));
+    items.push(axis);
+    if (opts.showClues !== false) {
+      const top = lane("clues");
+      for (const [cs, ce] of opts.clues || []) items.push(s("rect", { class: "clue", x: x(cs), y: top, width: Math.max(1, x(ce) - x(cs)), height: laneH, "data-start": cs, "data-end": ce }, s("title", {}, "clue " + fmtT(cs) + "–" + fmtT(ce))));
+    }
+    const maskedFrames = (opts.initial || []).concat(opts.allFrames || []).filter((f) => f.masked && isNum(f.t));
+    if ((opts.masked || []).length || maskedFrames.length) {
+      const top = lane("masked");
+      for (const [ms, me] of opts.masked || []) items.push(s("rect", { class: "masked-range", x: x(ms), y: top, width: Math.max(2, x(me) - x(ms)), height: laneH, "data-start": ms, "data-end": me }, s("title", {}, "perturbed (masked) " + fmtT(ms) + "–" + fmtT(me))));
+      for (const f of maskedFrames) items.push(s("line", { class: "masked-tick", x1: x(f.t), x2: x(f.t), y1: top, y2: top + laneH, stroke: "#111827" }));
+    }
+    {
+      const top = lane("initial");
+      for (const f of opts.initial || []) if (isNum(f.t)) items.push(s("line", { class: "init-tick", x1: x(f.t), x2: x(f.t), y1: top + 2, y2: top + laneH - 2, "data-t": f.t }, s("title", {}, "initial frame " + fmtT(f.t))));
+    }
+    for (const c of calls) {
+      const top = lane("call " + c.n);
+      const cls = ["call", c.rejected ? "rejected" : "", c.duplicate_of !== null && c.duplicate_of !== undefined ? "dup" : "", c.fragment ? "frag" : "", c.turn === opts.currentTurn ? "current" : ""].filter(Boolean).join(" ");
+      const tip = "call " + c.n + " (turn " + c.turn + "): " + fmtT(c.start) + "–" + fmtT(c.end) + (c.rejected ? " rejected: " + c.reason : " gain " + fmt(c.gain, 3)) +
+        (c.duplicate_of !== null && c.duplicate_of !== undefined ? ", duplicate of call " + (c.duplicate_of + 1) : "") + (c.fragment ? ", fragment" : "") + (c.clipped ? ", clipped" : "");
+      const attrs = { class: cls, "data-n": c.n, "data-turn": c.turn, "data-start": c.start, "data-end": c.end, "data-gain": isNum(c.gain) ? c.gain : "", fill: gainColour(c.gain), onclick: () => opts.onCall && opts.onCall(c.turn) };
+      if (isNum(c.start) && isNum(c.end) && c.end > c.start) {
+        items.push(s("rect", Object.assign(attrs, { x: x(c.start), y: top, width: Math.max(2, x(c.end) - x(c.start)), height: laneH }), s("title", {}, tip)));
+        items.push(s("text", { class: "call-label", x: x(c.start) + 3, y: top + 12 }, String(c.n) + (c.rejected ? " ✗" : c.duplicate_of !== null && c.duplicate_of !== undefined ? " dup" : c.fragment ? " frag" : "")));
+      } else {
+        // a rejected call with no usable span: a cross where it would start (or at 0), labelled
+        const at = x(isNum(c.start) ? c.start : 0);
+        items.push(s("g", Object.assign(attrs, { class: cls + " reject-mark" }), s("line", { x1: at - 5, x2: at + 5, y1: top + 3, y2: top + 13 }), s("line", { x1: at - 5, x2: at + 5, y1: top + 13, y2: top + 3 }), s("title", {}, tip)));
+        items.push(s("text", { class: "call-label", x: at + 8, y: top + 12 }, c.n + " ✗ " + (c.reason || "rejected")));
+      }
+    }
+    if ((opts.frameTicks || []).length) {
+      const top = lane("frames");
+      for (const f of opts.frameTicks) if (isNum(f.t)) items.push(s("line", { class: "frame-tick", x1: x(f.t), x2: x(f.t), y1: top + 2, y2: top + laneH - 2, "data-t": f.t }, s("title", {}, "frame " + fmtT(f.t))));
+    }
+    const height = y + 4;
+    const svg = s("svg", { class: "timeline", viewBox: "0 0 " + W + " " + height, preserveAspectRatio: "xMinYMin meet", "data-end": end },
+      s("defs", {}, s("pattern", { id: "hatch", width: 6, height: 6, patternUnits: "userSpaceOnUse", patternTransform: "rotate(45)" }, s("rect", { width: 6, height: 6, fill: "#e5e7eb" }), s("line", { x1: 0, y1: 0, x2: 0, y2: 6, stroke: "#4b5563", "stroke-width": 3 }))),
+      items);
+    if (opts.onDrag) addDrag(svg, x, end, L, W - R, height, opts);
+    return svg;
+  }
+
+  // Drag on the timeline to choose a span (play mode): mouse or touch via pointer events.
+  function addDrag(svg, x, end, x0, x1, height, opts) {
+    const area = s("rect", { class: "drag-area", x: x0, y: 0, width: x1 - x0, height });
+    const sel = s("rect", { class: "selection", x: 0, y: 0, width: 0, height, visibility: "hidden" });
+    svg.append(sel, area);
+    const toTime = (ev) => {
+      const box = svg.getBoundingClientRect();
+      const vx = ((ev.clientX - box.left) / box.width) * svg.viewBox.baseVal.width;
+      return Math.min(end, Math.max(0, ((vx - x0) / (x1 - x0)) * end));
+    };
+    const show = (a, b) => {
+      const lo = Math.min(a, b), hi = Math.max(a, b);
+      sel.setAttribute("x", x(lo)); sel.setAttribute("width", Math.max(1, x(hi) - x(lo))); sel.setAttribute("visibility", "visible");
+      return [lo, hi];
+    };
+    if (opts.selection) show(opts.selection[0], opts.selection[1]);
+    let start = null;
+    area.addEventListener("pointerdown", (ev) => { start = toTime(ev); area.setPointerCapture(ev.pointerId); show(start, start); });
+    area.addEventListener("pointermove", (ev) => { if (start !== null) { const [lo, hi] = show(start, toTime(ev)); opts.onDrag(lo, hi, false); } });
+    area.addEventListener("pointerup", (ev) => { if (start === null) return; const [lo, hi] = show(start, toTime(ev)); start = null; opts.onDrag(lo, hi, true); });
+  }
+
+  // ---- evidence curve ---------------------------------------------------------------------------
+  function evidenceCurve(points, nPositions, current) {
+    const W = 300, H = 110, L = 26, B = 16, T = 8;
+    const xs = (k) => L + (nPositions > 1 ? (k / (nPositions - 1)) * (W - L - 8) : 0);
+    const ys = (v) => T + (1 - Math.min(1, Math.max(0, v))) * (H - T - B);
+    const path = (key) => points.map((p, k) => (k ? "L" : "M") + xs(p.pos).toFixed(1) + " " + ys(p[key] || 0).toFixed(1)).join(" ");
+    return s("svg", { class: "curve", viewBox: "0 0 " + W + " " + H, "data-points": points.length },
+      s("line", { x1: L, x2: W - 8, y1: ys(0), y2: ys(0), stroke: "#9ca3af" }), s("line", { x1: L, x2: L, y1: ys(0), y2: ys(1), stroke: "#9ca3af" }),
+      s("text", { x: 2, y: ys(1) + 4 }, "1"), s("text", { x: 2, y: ys(0) + 4 }, "0"),
+      points.length ? [s("path", { class: "coverage", d: path("coverage") }), s("path", { class: "score", d: path("score") })] : null,
+      s("line", { class: "marker", x1: xs(current), x2: xs(current), y1: ys(0), y2: ys(1) }),
+      s("text", { x: L + 4, y: H - 3 }, "start"), s("text", { x: W - 8, y: H - 3, "text-anchor": "end" }, "turn " + Math.max(0, nPositions - 1)));
+  }
+
+  // ---- one episode ------------------------------------------------------------------------------
+  function framesBlock(frames, label) {
+    if (!frames.length) return h("p", { class: "meta" }, "no frames");
+    return h("div", { class: "frames" }, frames.map((f, k) => {
+      const caption = fmtT(f.t) + (f.masked ? " masked" : "");
+      if (!f.url) return h("figure", { class: f.masked ? "masked" : null, "data-t": f.t }, h("div", { class: "missing", title: f.path || "" }, f.missing || "no image"), h("figcaption", {}, caption));
+      return h("figure", { class: f.masked ? "masked" : null, "data-t": f.t },
+        h("img", { src: f.url, alt: label + " frame " + k + " at " + caption, loading: "lazy", onclick: () => openLightbox(f.url, label + " · " + caption) }), h("figcaption", {}, caption));
+    }));
+  }
+
+  function assistantBlock(turn) {
+    return h("div", { class: "assistant" }, turn.segments.map((sg) => h("span", { class: "seg-" + sg.kind }, sg.text)));
+  }
+
+  function rewardTable(ep) {
+    const comps = Object.entries(ep.reward_components || {});
+    const scale = Math.max(1e-9, ...comps.map(([, v]) => Math.abs(v || 0)));
+    return h("table", { class: "rewards" },
+      comps.map(([name, v]) => h("tr", { "data-component": name }, h("td", {}, name), h("td", { class: "num" }, fmt(v, 3)),
+        h("td", {}, h("span", { class: "bar" + (v < 0 ? " neg" : ""), style: "width:" + Math.round((Math.abs(v || 0) / scale) * 120) + "px" })))),
+      h("tr", {}, h("td", {}, h("b", {}, "reward")), h("td", { class: "num", id: "reward-total" }, h("b", {}, fmt(ep.reward, 3))), h("td", {})),
+      h("tr", {}, h("td", {}, "advantage"), h("td", { class: "num" }, fmt(ep.advantage, 3)), h("td", {})));
+  }
+
+  function groupTable(ep, group) {
+    if (!group || group.length < 2) return null;
+    const byIndex = {};
+    for (const r of group) {
+      const m = /\/g(\d+)$/.exec(r.episode_id);
+      const k = r.group_index !== null && r.group_index !== undefined ? r.group_index : m ? Number(m[1]) : r.index;
+      (byIndex[k] = byIndex[k] || {})[r.role === "perturbed" ? "perturbed" : "origin"] = r;
+    }
+    const hasPert = group.some((r) => r.role === "perturbed");
+    const cell = (r) => r ? h("td", { class: "link" + (r.episode_id === ep.episode_id ? " current" : ""), "data-episode": r.episode_id, onclick: () => { location.hash = "#/episode/" + ep.run + "/" + r.index; } },
+      verdict(r.correct), " r=" + fmt(r.reward, 2) + " A=" + fmt(r.advantage, 2)) : h("td", { class: "na" }, "–");
+    return h("table", { class: "group", id: "group-table" }, h("tr", {}, h("th", {}, "g"), h("th", {}, "origin"), hasPert ? h("th", {}, "perturbed") : null),
+      Object.keys(byIndex).sort((a, b) => a - b).map((k) => h("tr", {}, h("td", {}, k), cell(byIndex[k].origin), hasPert ? cell(byIndex[k].perturbed) : null)));
+  }
+
+  function optionList(ep) {
+    if (!ep.options || !ep.options.length) return null;
+    const letter = (o) => (/^\s*([A-Z])[.):]/.exec(o) || [])[1];
+    const pred = (ep.prediction || "").trim().toUpperCase();
+    const truth = (ep.answer || "").trim().toUpperCase();
+    const picks = (l, said) => Boolean(l) && (said === l || said.startsWith(l + ".") || said.startsWith(l + ")"));
+    return h("ol", { class: "options" }, ep.options.map((o) => {
+      const l = letter(o);
+      const cls = [picks(l, truth) ? "truth" : "", picks(l, pred) ? "chosen" : ""].filter(Boolean).join(" ");
+      return h("li", { class: cls || null }, o);
+    }));
+  }
+
+  // An episode panel: static header plus a part that redraws for each turn position.
+  function episodePanel(ep, group, onCall) {
+    const root = h("section", { class: "panel episode", "data-run": ep.run, "data-episode": ep.episode_id });
+    const header = [
+      h("h2", {}, (ep.run ? "[" + ep.run + "] " : "") + (ep.episode_id || "(no id)")),
+      h("div", { class: "meta" }, [ep.policy && "policy " + ep.policy, ep.problem_type, ep.task_kind && "task " + ep.task_kind, ep.group && ep.group.role && "group " + ep.group.id + " · " + ep.group.role,
+        ep.data_source, isNum(ep.duration) && "duration " + fmtT(ep.duration), "line " + ep.line].filter(Boolean).join(" · ")),
+      (ep.issues || []).length ? h("ul", { class: "issues" }, ep.issues.map((m) => h("li", {}, m))) : null,
+      ep.failure ? h("div", { class: "failure" }, "episode failure: " + ep.failure) : null,
+      h("div", { class: "question" }, ep.question || ""), optionList(ep),
+      h("div", { class: "answer-line" }, h("span", {}, "prediction: ", h("b", { id: "prediction" }, ep.prediction === null || ep.prediction === undefined ? "(no answer)" : ep.prediction)),
+        h("span", {}, "ground truth: ", h("b", {}, ep.answer || "")), h("span", { class: "badge " + (ep.correct === true ? "ok" : ep.correct === false ? "no" : "") }, ep.correct === true ? "correct" : ep.correct === false ? "wrong" : "not scored"),
+        h("span", {}, "accuracy " + fmt(ep.accuracy)), ep.truncated ? h("span", { class: "badge" }, "truncated") : null),
+    ];
+    const dynamic = h("div", { class: "dynamic" });
+    root.append(...header.filter(Boolean), dynamic);
+    const turns = ep.turns || [];
+    const curvePoints = [{ pos: 0, coverage: 0, score: 0 }].concat((ep.evidence_curve || []).map((p) => ({ pos: turns.findIndex((t) => t.index === p.turn) + 1, coverage: p.coverage, score: p.score }))).filter((p) => p.pos >= 0);
+    const allFrames = turns.flatMap((t) => t.observation.frames);
+    const render = (pos) => {
+      const k = Math.min(pos, turns.length);
+      const turn = k > 0 ? turns[k - 1] : null;
+      const frames = turn ? turn.observation.frames : (ep.initial || { frames: [] }).frames;
+      const tl = timeline({ end: ep.axis_end, clues: ep.clue_intervals, masked: ep.masked_ranges, initial: (ep.initial || {}).frames, allFrames, calls: ep.calls, currentTurn: turn ? turn.index : null, frameTicks: frames, onCall });
+      const callList = h("ul", { class: "calls" }, (ep.calls || []).map((c) => h("li", { class: c.rejected ? "rejected" : null },
+        "#" + c.n + " turn " + c.turn + ": " + fmtT(c.start) + "–" + fmtT(c.end) + (c.rejected ? " rejected: " + c.reason : " gain " + fmt(c.gain, 3)) +
+        (c.duplicate_of !== null && c.duplicate_of !== undefined ? " · duplicate of #" + (c.duplicate_of + 1) : "") + (c.fragment ? " · fragment" : "") + (c.clipped ? " · clipped" : ""))));
+      const turnView = turn ? h("div", { class: "turn", "data-turn": turn.index },
+        h("h3", {}, "assistant · turn " + turn.index + " · " + turn.action.type + (turn.dialect ? " (" + turn.dialect + ")" : "")),
+        assistantBlock(turn),
+        turn.repairs.length ? h("div", { class: "repairs" }, "parse repairs: " + turn.repairs.join("; ")) : null,
+        turn.error ? h("div", { class: "turn-error" }, "rejected: " + turn.error) : null,
+        h("h3", {}, "observation"), h("div", { class: "observation" }, turn.observation.text),
+        framesBlock(frames, "turn " + turn.index),
+        h("div", { class: "meta" }, "evidence after this turn: coverage " + fmt(turn.evidence.coverage) + " · precision " + fmt(turn.evidence.precision) + " · score " + fmt(turn.evidence.score) + (isNum(turn.evidence.gain) ? " · gain " + fmt(turn.evidence.gain, 3) : "")))
+        : h("div", { class: "turn", "data-turn": "initial" }, h("h3", {}, "initial prompt"), h("div", { class: "observation" }, (ep.initial || {}).text || ""), framesBlock(frames, "initial"));
+      dynamic.replaceChildren(
+        h("h3", {}, "timeline"), tl,
+        h("div", { class: "legend" }, h("span", {}, "green: clue"), h("span", {}, "hatched: masked"), h("span", {}, "blue ticks: initial frames"), h("span", {}, "orange ticks: frames of this turn"), h("span", {}, "span colour: evidence gain (green +, red −)"), h("span", {}, "dashed purple: duplicate · dotted cyan: fragment · red outline: rejected")),
+        callList,
+        h("div", { class: "side" }, turnView, h("div", {},
+          h("h3", {}, "evidence over turns"), evidenceCurve(curvePoints, turns.length + 1, k),
+          h("div", { class: "legend" }, h("span", { style: "color:#16a34a" }, "coverage"), h("span", { style: "color:#2563eb" }, "evidence score")),
+          h("h3", {}, "reward"), rewardTable(ep),
+          groupTable(ep, group) ? [h("h3", {}, "group"), groupTable(ep, group)] : null)));
+    };
+    return { root, render, positions: turns.length + 1 };
+  }
+
+  async function showEpisode(run, ref, params) {
+    const data = await api.episode(run, ref);
+    const ep = data.episode;
+    let other = null;
+    if (data.counterpart) {
+      try { other = await api.episode(data.counterpart.run, { i: data.counterpart.index }); } catch (err) { other = null; }
+    }
+    let pos = Math.max(0, parseInt(params.get("turn") || "0", 10) || 0);
+    const base = "#/episode/" + encodeURIComponent(run) + "/" + (ref.id !== undefined ? "id/" + encodeURIComponent(ref.id) : ref.i);
+    const setPos = (p) => {
+      pos = Math.max(0, Math.min(max - 1, p));
+      for (const panel of panels) panel.render(pos);
+      $("#turn-pos").textContent = pos === 0 ? "start (initial frames)" : "turn " + (pos - 1) + "  (" + pos + " / " + (max - 1) + ")";
+      $("#turn-prev").disabled = pos <= 0;
+      $("#turn-next").disabled = pos >= max - 1;
+      history.replaceState(null, "", base + "?turn=" + pos);
+    };
+    const onCall = (turnIndex) => { const k = ep.turns.findIndex((t) => t.index === turnIndex); if (k >= 0) setPos(k + 1); };
+    const panels = [episodePanel(ep, data.group, onCall)];
+    if (other) panels.push(episodePanel(other.episode, other.group, null));
+    const max = Math.max(...panels.map((p) => p.positions));
+    const stepper = h("div", { class: "stepper" },
+      h("a", { href: "#/" }, "← episodes"),
+      h("button", { id: "turn-prev", onclick: () => setPos(pos - 1), title: "previous turn (←)" }, "◀ prev"),
+      h("span", { class: "pos", id: "turn-pos" }),
+      h("button", { id: "turn-next", onclick: () => setPos(pos + 1), title: "next turn (→)" }, "next ▶"),
+      h("span", { class: "meta" }, "← / → step through turns" + (other ? "; both runs step together" : "")));
+    $("#app").replaceChildren(stepper, h("div", { class: "episode-grid" + (other ? " compare" : ""), id: "episode-grid" }, panels.map((p) => p.root)));
+    keyHandler = (d) => setPos(pos + d);
+    setPos(pos);
+  }
+
+  // ---- play mode --------------------------------------------------------------------------------
+  async function showPlay() {
+    if (api.static) {
+      $("#app").replaceChildren(h("p", { class: "notice" }, "Play mode needs the viewer server (videoseek view RUN --data samples.jsonl)."));
+      return;
+    }
+    if (!runsInfo.play.available) {
+      $("#app").replaceChildren(h("p", { class: "notice", id: "play-unavailable" }, "Play mode is unavailable: " + runsInfo.play.reason));
+      return;
+    }
+    const { samples, path } = await api.playSamples();
+    const chooser = h("select", { id: "play-sample" }, samples.map((smp) => h("option", { value: smp.id }, smp.id + " — " + smp.question.slice(0, 80))));
+    const area = h("div", { id: "play-area" });
+    $("#app").replaceChildren(h("section", { class: "panel" }, h("h2", {}, "Play: act as the agent"),
+      h("p", { class: "meta" }, samples.length + " samples from " + path + ". Drag on the timeline to choose a span, then crop; answer when ready. The episode is saved as a trajectory (policy \"human\")."),
+      h("div", { class: "stepper" }, chooser, h("button", { class: "primary", id: "play-start", onclick: () => startPlay(chooser.value, area) }, "start episode"))), area);
+  }
+
+  async function startPlay(sampleId, area) {
+    let st;
+    try { st = await api.playStart(sampleId); } catch (err) { area.replaceChildren(h("div", { class: "error-banner", id: "play-error" }, err.message)); return; }
+    const state = { sel: null, calls: [], turns: [], evidence: st.evidence, showClues: false, done: false, allFrames: [] };
+    const startIn = h("input", { type: "number", step: "0.1", min: 0, max: st.duration, id: "crop-start" });
+    const endIn = h("input", { type: "number", step: "0.1", min: 0, max: st.duration, id: "crop-end" });
+    const thinkIn = h("input", { type: "text", id: "play-think", placeholder: "optional reasoning, sent as <think>" });
+    const answerIn = h("input", { type: "text", id: "play-answer", placeholder: st.options ? "option letter" : "answer" });
+    const rawIn = h("textarea", { id: "play-raw", rows: 2, cols: 60, placeholder: "<tool_call>{\"name\": \"crop_video\", ...}</tool_call>" });
+    const tlHolder = h("div", { id: "play-timeline" });
+    const status = h("div", { class: "meta", id: "play-status" });
+    const log = h("div", { id: "play-log" });
+    const message = h("div", { id: "play-message" });
+    const clues = h("input", { type: "checkbox", id: "play-show-clues", onchange: () => { state.showClues = clues.checked; drawTl(); } });
+    const drawTl = () => tlHolder.replaceChildren(timeline({
+      end: st.duration, clues: st.clue_intervals, showClues: state.showClues, initial: st.frames, allFrames: state.allFrames, calls: state.calls, currentTurn: null,
+      selection: state.sel, frameTicks: [], onDrag: state.done ? null : (a, b) => { state.sel = [a, b]; startIn.value = a.toFixed(1); endIn.value = b.toFixed(1); },
+    }));
+    const drawStatus = () => { status.textContent = "turn " + state.turns.length + " of at most " + st.max_turns + " · coverage " + fmt(state.evidence.coverage) + " · evidence score " + fmt(state.evidence.score); };
+    const controls = [];
+    const send = async (action) => {
+      if (state.done) return;
+      controls.forEach((c) => (c.disabled = true));
+      let out;
+      try { out = await api.playStep(st.session, action); } catch (err) { message.replaceChildren(h("div", { class: "error-banner", id: "play-error" }, err.message)); controls.forEach((c) => (c.disabled = false)); return; }
+      message.replaceChildren();
+      state.turns.push(out);
+      state.evidence = out.evidence;
+      state.allFrames = state.allFrames.concat(out.frames);
+      if (out.call) state.calls.push({ n: state.calls.length + 1, turn: out.turn, start: out.call.start, end: out.call.end, gain: out.call.gain, duplicate_of: out.call.duplicate_of, fragment: out.call.fragment, clipped: out.call.clipped, rejected: false });
+      else if (out.error && ["crop_video", "invalid"].includes(out.action.type)) state.calls.push({ n: state.calls.length + 1, turn: out.turn, start: out.action.start, end: out.action.end, gain: null, rejected: true, reason: out.error });
+      log.append(h("div", { class: "play-turn", "data-turn": out.turn }, h("div", { class: "meta" }, "turn " + out.turn + " · " + out.action.type),
+        h("div", { class: "assistant" }, out.assistant), out.repairs.length ? h("div", { class: "repairs" }, "parse repairs: " + out.repairs.join("; ")) : null,
+        out.error ? h("div", { class: "turn-error" }, "rejected: " + out.error) : null, h("div", { class: "observation" }, out.text), out.frames.length ? framesBlock(out.frames, "turn " + out.turn) : null));
+      if (out.terminated || out.truncated) {
+        state.done = true;
+        const saved = out.saved || {};
+        message.replaceChildren(h("section", { class: "panel", id: "play-result" }, h("h2", {}, out.terminated ? "Answered" : "Turn budget spent"),
+          h("div", { class: "answer-line" }, h("span", {}, "your answer: ", h("b", {}, out.prediction === null ? "(none)" : out.prediction)), h("span", {}, "ground truth: ", h("b", {}, out.answer)),
+            h("span", { class: "badge " + (out.correct ? "ok" : "no"), id: "play-verdict" }, out.correct ? "correct" : "wrong"), h("span", {}, "reward ", h("b", { id: "play-reward" }, fmt(out.reward, 3)))),
+          rewardTable({ reward_components: out.reward_components, reward: out.reward, advantage: null }),
+          saved.ok ? h("p", {}, "Saved to " + saved.path + " · ", h("a", { id: "play-open-saved", href: "#/episode/play/id/" + encodeURIComponent(saved.episode_id) }, "open the saved episode"))
+            : h("div", { class: "error-banner" }, saved.error || "not saved")));
+        runsInfo = null; // the play run has grown
+      } else {
+        controls.forEach((c) => (c.disabled = false));
+      }
+      drawTl(); drawStatus();
+    };
+    const cropBtn = h("button", { class: "primary", id: "play-crop", onclick: () => send({ type: "crop_video", start: Number(startIn.value), end: Number(endIn.value), think: thinkIn.value }) }, "crop_video");
+    const answerBtn = h("button", { class: "primary", id: "play-answer-btn", onclick: () => send({ type: "answer", text: answerIn.value, think: thinkIn.value }) }, "answer");
+    const rawBtn = h("button", { id: "play-raw-btn", onclick: () => send({ type: "text", text: rawIn.value }) }, "send raw text");
+    controls.push(cropBtn, answerBtn, rawBtn);
+    const optionButtons = (st.options || []).map((o) => { const b = h("button", { class: "option", onclick: () => { answerIn.value = (/^\s*([A-Z])/.exec(o) || [, o])[1]; } }, o); controls.push(b); return b; });
+    area.replaceChildren(h("section", { class: "panel", id: "play-episode", "data-session": st.session },
+      h("h2", {}, st.sample_id + " · " + st.problem_type), h("div", { class: "question" }, st.question), optionButtons.length ? h("div", { class: "stepper" }, optionButtons) : null,
+      h("h3", {}, "initial frames"), framesBlock(st.frames, "initial"),
+      h("h3", {}, "timeline (drag to select a span)"), tlHolder, h("label", { class: "meta" }, clues, " show clue intervals"), status,
+      h("div", { class: "play-controls" }, h("label", {}, "start (s)", startIn), h("label", {}, "end (s)", endIn), cropBtn, h("label", {}, "reasoning", thinkIn), h("label", {}, "answer", answerIn), answerBtn),
+      h("details", {}, h("summary", {}, "raw assistant text"), rawIn, rawBtn), message, h("h3", {}, "turns"), log));
+    drawTl(); drawStatus();
+  }
+
+  route();
+})();
