@@ -1,0 +1,527 @@
+"""Prompts and conversation rendering for Qwen2.5-VL / Qwen3-VL policies.
+
+The action protocol (DESIGN.md, "Action protocol"; the `crop_video` tool of Open-o3-Video-v2,
+seed 003): one assistant turn is an optional `<think>...</think>` followed by exactly one Hermes
+tool call `<tool_call>{"name": "crop_video", "arguments": {"start": s, "end": e}}</tool_call>` or
+one `<answer>...</answer>`. `SYSTEM_PROMPT` teaches exactly that; `CROP_VIDEO_TOOL` is the
+OpenAI function schema that Qwen's chat templates and verl's tool configs take.
+
+`ConversationRenderer` turns a conversation (`Message`s) into model inputs through the model's
+own processor: the tokenizer, and the image / video processor that resizes frames and expands each
+`<|video_pad|>` / `<|image_pad|>` placeholder into one token per merged patch. Every backend (the
+transformers policy, the vLLM policy, verl's agent loop) renders with it, so a conversation has
+the same token ids wherever it is rendered.
+
+Invariants the renderer guarantees (and checks, raising `TemplateError` when a chat template
+breaks them):
+
+- Prefix stability: the tokens of a conversation are a prefix of the tokens of any continuation
+  of it, so turn k's prompt is a prefix of turn k+1's prompt and multi-turn generation never
+  re-tokenises history.
+- Verbatim history: assistant turns appear exactly as generated. Qwen3's templates rewrite
+  earlier assistant turns (`<think>` is stripped or re-spaced), so the default template is
+  `VIDEOSEEK_CHAT_TEMPLATE`: Qwen's own ChatML + Hermes-tool format (the tokens Qwen2.5 and
+  Qwen3 use for system, user, tool responses and vision placeholders) without any rewriting.
+  `chat_template="model"` uses the checkpoint's template instead, after a probe render proves
+  it keeps history verbatim.
+- Token-exact assistant turns: an assistant `Message` that carries `token_ids` (the ids the
+  policy generated; see `assistant_message`) is rendered from those ids, never re-tokenised
+  from text, because a sampled token sequence is not always the tokenizer's canonical split
+  of its own text.
+
+How the text is tokenised: the template renders prefixes of the conversation; the difference
+between consecutive prefixes is one message's segment. Segments start and end at special tokens
+(`<|im_start|>` / `<|im_end|>`), where the tokenizer splits anyway, so tokenising segments one by
+one gives the same ids as tokenising the whole text (a test checks this against the processor).
+Message text written by the env or a policy is data, not markup: special-token strings inside it
+(`<|video_pad|>`, `<|im_end|>`, ...) are defanged (a zero-width space after the `<`) in user,
+system and tool text, and assistant text without token ids is tokenised with
+`split_special_tokens=True`, so no text can add a vision placeholder or end a turn.
+
+Frames arrive as decoded uint8 arrays with their timestamps (seconds in the source video). They
+are passed to the processor as a video (or as one image per frame, `mode="images"`) with
+`VideoMetadata` built from the timestamps (`frames_metadata`): Qwen2.5-VL derives its temporal
+position spacing from the sampled fps, Qwen3-VL writes `<t seconds>` from `frames_indices / fps`,
+and both then see the real times. Each frame's time is also stated in the text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from videoseek.agents.policy import Message
+
+ROLES = ("system", "user", "assistant", "tool")
+MODES = ("video", "images")
+END_OF_TURN = "<|im_end|>"
+# Stop strings that close a turn early: the protocol allows nothing after them.
+DEFAULT_STOP_STRINGS = ("</tool_call>", "</answer>")
+# Frame indices in VideoMetadata are integers: express timestamps in milliseconds.
+TIME_BASE = 1000
+_ZERO_WIDTH_SPACE = "\u200b"
+
+CROP_VIDEO_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "crop_video",
+        "description": (
+            "Return frames from the time span [start, end] of the video, with their timestamps. "
+            "Use it to look closer at the moment that answers the question."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "start": {"type": "number", "description": "start of the span, in seconds from the beginning of the video"},
+                "end": {"type": "number", "description": "end of the span, in seconds; greater than start"},
+            },
+            "required": ["start", "end"],
+        },
+    },
+}
+
+SYSTEM_PROMPT = """You answer a question about a video. You first see a few frames sampled from the whole video, each with its time in seconds. You can look closer at any part of the video with the crop_video tool: it returns frames from the time span you ask for, with their times.
+
+In every turn, first reason inside <think> </think>, then do exactly one of the following:
+- look closer at a time span: <tool_call>{"name": "crop_video", "arguments": {"start": 12.0, "end": 18.5}}</tool_call>
+- give your final answer: <answer>your answer</answer>
+
+Times are seconds from the start of the video; start must be smaller than end and the span must lie inside the video. Call the tool at most once per turn, and only for spans you still need: short crops that cover where the answer is visible help, repeated or irrelevant crops are penalised. When you describe what you see, cite the frame time (for example "at 12.5s"). For a multiple-choice question answer with the option letter only (for example <answer>B</answer>); for a number give the number; for a time span give [start, end] in seconds."""
+
+# Qwen's ChatML with Hermes tools, as Qwen2.5 and Qwen3 render system prompts, tool schemas, tool
+# responses (`<tool_response>` inside a user turn) and vision items, but with every message
+# rendered verbatim and independently of later messages (see the module docstring).
+VIDEOSEEK_CHAT_TEMPLATE = (
+    "{%- macro render_content(content) -%}"
+    "{%- if content is string -%}{{- content -}}"
+    "{%- else -%}{%- for item in content -%}"
+    "{%- if item.type == 'image' -%}{{- '<|vision_start|><|image_pad|><|vision_end|>' -}}"
+    "{%- elif item.type == 'video' -%}{{- '<|vision_start|><|video_pad|><|vision_end|>' -}}"
+    "{%- elif item.type == 'text' -%}{{- item.text -}}"
+    "{%- endif -%}{%- endfor -%}{%- endif -%}"
+    "{%- endmacro -%}"
+    "{%- if messages[0].role == 'system' -%}"
+    "{%- set system_text = render_content(messages[0].content) -%}{%- set rest = messages[1:] -%}"
+    "{%- else -%}"
+    "{%- set system_text = 'You are a helpful assistant.' -%}{%- set rest = messages -%}"
+    "{%- endif -%}"
+    "{{- '<|im_start|>system\\n' + system_text -}}"
+    "{%- if tools -%}"
+    "{{- '\\n\\n# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\\n<tools>' -}}"
+    "{%- for tool in tools -%}{{- '\\n' + (tool | tojson) -}}{%- endfor -%}"
+    "{{- '\\n</tools>\\n\\nFor each function call, return a json object with function name and arguments "
+    "within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\"name\": <function-name>, "
+    "\"arguments\": <args-json-object>}\\n</tool_call>' -}}"
+    "{%- endif -%}"
+    "{{- '<|im_end|>\\n' -}}"
+    "{%- for message in rest -%}"
+    "{%- if message.role == 'tool' -%}"
+    "{{- '<|im_start|>user\\n<tool_response>\\n' + render_content(message.content) + '\\n</tool_response><|im_end|>\\n' -}}"
+    "{%- else -%}"
+    "{{- '<|im_start|>' + message.role + '\\n' + render_content(message.content) + '<|im_end|>\\n' -}}"
+    "{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
+)
+
+
+class TemplateError(ValueError):
+    """A chat template that rewrites history or breaks prefix stability; names the message."""
+
+
+# ---- messages ---------------------------------------------------------------------------------
+def _observation_frames(obs: Mapping[str, Any], where: str) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """(frames, timestamps) of an env observation; (None, None) when it has no frames."""
+    frames = obs.get("frames")
+    if frames is None or len(frames) == 0:
+        return None, None
+    timestamps = obs.get("timestamps")
+    if timestamps is None:
+        raise ValueError(f"{where}: observation has frames but no 'timestamps'")
+    return np.asarray(frames), np.asarray(timestamps, dtype=np.float64)
+
+
+def _observation_text(obs: Mapping[str, Any], where: str) -> str:
+    if not isinstance(obs, Mapping) or not isinstance(obs.get("text"), str):
+        raise ValueError(f"{where}: observation field 'text' must be a string")
+    return obs["text"]
+
+
+def initial_messages(obs: Mapping[str, Any], system_prompt: str | None = SYSTEM_PROMPT) -> list[Message]:
+    """The system prompt and the user turn (question, options, sparse frames) of an env's first observation.
+
+    `system_prompt=None` leaves the system message out (the template then uses its default).
+    """
+    text = _observation_text(obs, "initial_messages")
+    frames, timestamps = _observation_frames(obs, "initial_messages")
+    messages = [Message("system", system_prompt)] if system_prompt is not None else []
+    messages.append(Message("user", text, frames, timestamps))
+    return messages
+
+
+def tool_message(obs: Mapping[str, Any]) -> Message:
+    """The tool turn for an env observation after a step: what was returned, and the crop's frames."""
+    frames, timestamps = _observation_frames(obs, "tool_message")
+    return Message("tool", _observation_text(obs, "tool_message"), frames, timestamps)
+
+
+def assistant_message(text: str, token_ids: Sequence[int] | None = None) -> Message:
+    """An assistant turn; with the policy's `token_ids` it is rendered from those ids, never re-tokenised.
+
+    The rollout runner should append `assistant_message(out.text, out.token_ids)` for a model
+    policy's `PolicyOutput`, so training sees exactly the tokens that were sampled.
+    """
+    message = Message("assistant", text)
+    if token_ids is not None:
+        message.token_ids = [int(t) for t in token_ids]  # type: ignore[attr-defined]
+    return message
+
+
+# ---- frames -----------------------------------------------------------------------------------
+def format_seconds(t: float) -> str:
+    """Seconds with up to two decimals and at least one: 12 -> '12.0', 12.345 -> '12.35'."""
+    text = f"{t:.2f}".rstrip("0")
+    return text + "0" if text.endswith(".") else text
+
+
+def frames_metadata(timestamps: Sequence[float]) -> dict[str, Any]:
+    """`VideoMetadata` fields that make Qwen's processors see the frames' real times.
+
+    `frames_indices / fps` equals the timestamps (to the millisecond; Qwen3-VL prints these), and
+    the sampled fps `len(frames_indices) / total_num_frames * fps` is the frames' mean rate
+    (Qwen2.5-VL spaces temporal positions by it). One frame, or frames at one time, count as 1 fps.
+    """
+    ts = np.asarray(timestamps, dtype=np.float64)
+    n = len(ts)
+    span = float(ts[-1] - ts[0]) if n > 1 else 0.0
+    rate = (n - 1) / span if span > 0 else 1.0
+    return {
+        "total_num_frames": max(n, round(n * TIME_BASE / rate)),
+        "fps": float(TIME_BASE),
+        "frames_indices": [int(round(t * TIME_BASE)) for t in ts],
+        "duration": float(ts[-1]) if n else 0.0,
+    }
+
+
+def _check_frames(message: Message, index: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The message's (frames, timestamps) after validation, or None when it has no frames."""
+    frames, timestamps = message.frames, message.timestamps
+    if frames is None or len(frames) == 0:
+        return None
+    where = f"message {index} ({message.role})"
+    if message.role not in ("user", "tool"):
+        raise ValueError(f"{where}: only user and tool messages may carry frames")
+    frames = np.asarray(frames)
+    if frames.dtype != np.uint8 or frames.ndim != 4 or frames.shape[-1] != 3:
+        raise ValueError(f"{where}: field 'frames' must be uint8 of shape (n, H, W, 3), got {frames.dtype} {frames.shape}")
+    if timestamps is None:
+        raise ValueError(f"{where}: field 'timestamps' is missing for {len(frames)} frames")
+    timestamps = np.asarray(timestamps, dtype=np.float64)
+    if timestamps.shape != (len(frames),):
+        raise ValueError(f"{where}: field 'timestamps' has shape {timestamps.shape}, expected ({len(frames)},)")
+    if not np.all(np.isfinite(timestamps)):
+        raise ValueError(f"{where}: field 'timestamps' holds a non-finite time")
+    return frames, timestamps
+
+
+def frames_content(timestamps: np.ndarray, mode: str, label_times: bool = True) -> list[dict[str, str]]:
+    """Chat content items for a message's frames: one video, or one image per frame, with their times."""
+    if mode == "video":
+        items = [{"type": "text", "text": "Frames at " + ", ".join(format_seconds(t) + "s" for t in timestamps) + ":\n"}]
+        return (items if label_times else []) + [{"type": "video"}]
+    items: list[dict[str, str]] = []
+    for k, t in enumerate(timestamps):
+        items.append({"type": "text", "text": ("\n" if k else "") + f"Frame at {format_seconds(t)}s: "})
+        items.append({"type": "image"})
+    return items
+
+
+# ---- rendering --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Segment:
+    text: str
+    message: int | None  # index into the messages, None for the final generation prompt
+    part: str  # "message" | "header" | "content" | "tail" | "generation_prompt"
+
+
+class ConversationRenderer:
+    """Render `Message`s into Qwen-VL model inputs with the model's processor (see the module docstring).
+
+    `render(messages, add_generation_prompt=True)` returns a dict:
+
+    - `input_ids`, `attention_mask`, `mm_token_type_ids`: LongTensor (1, L); placeholders expanded.
+    - the processor's vision tensors for all frames in order: `pixel_values_videos`,
+      `video_grid_thw` (and `second_per_grid_ts` for Qwen2.5-VL) in video mode; `pixel_values`,
+      `image_grid_thw` in image mode.
+    - `assistant_spans`: [(start, end)) token ranges of each assistant turn's own tokens: its text
+      and the `<|im_end|>` that closes it (what a response mask marks 1). Role headers, tool
+      responses and frames are 0.
+    - `message_spans`: [(start, end)) of every message's tokens, role header to closing newline.
+    - `text`: the rendered template text with unexpanded placeholders (for logs; the ids are
+      authoritative).
+    - `multi_modal_data`: {"video": [(frames, metadata dict)]} or {"image": [frame, ...]}, the raw
+      frames in placeholder order, as vLLM and verl take them.
+
+    `chat_template`: "videoseek" (default, `VIDEOSEEK_CHAT_TEMPLATE`), "model" (the processor's
+    own template, probed for verbatim history at construction) or a Jinja string (probed too).
+    `min_pixels` / `max_pixels` override the processor's per-frame resize bounds.
+    """
+
+    def __init__(
+        self,
+        processor: Any,
+        mode: str = "video",
+        chat_template: str = "videoseek",
+        tools: Sequence[Mapping[str, Any]] = (CROP_VIDEO_TOOL,),
+        label_frame_times: bool = True,
+        min_pixels: int | None = None,
+        max_pixels: int | None = None,
+    ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        self.processor = processor
+        self.tokenizer = processor.tokenizer
+        self.mode = mode
+        self.tools = [dict(t) for t in tools] or None
+        self.label_frame_times = label_frame_times
+        self.template = self._resolve_template(chat_template)
+        self.end_of_turn_id = self._token_id(END_OF_TURN)
+        self.image_token_id = self._token_id(getattr(processor, "image_token", "<|image_pad|>"))
+        self.video_token_id = self._token_id(getattr(processor, "video_token", "<|video_pad|>"))
+        self._special_strings = sorted(
+            (t.content for t in self.tokenizer.added_tokens_decoder.values() if t.special), key=len, reverse=True
+        )
+        self.vision_kwargs = self._resize_kwargs(min_pixels, max_pixels)
+        # Qwen3-VL's processor writes `<t seconds><|vision_start|>pads<|vision_end|>` per frame pair
+        # itself, as Qwen3-VL was trained; transformers 5.x no longer removes the template's own
+        # `<|vision_start|>...<|vision_end|>` around the video, so the renderer does (as 4.57 did).
+        self.unwrap_video_placeholder = type(processor).__name__.startswith("Qwen3VL")
+        if chat_template != "videoseek":
+            self._probe_template()
+
+    # -- setup ------------------------------------------------------------------------------
+    def _token_id(self, token: str) -> int:
+        token_id = self.tokenizer.convert_tokens_to_ids(token)
+        if token_id is None or token_id == self.tokenizer.unk_token_id:
+            raise ValueError(f"the tokenizer has no {token} token: not a Qwen-VL processor")
+        return int(token_id)
+
+    def _resolve_template(self, chat_template: str) -> str:
+        if chat_template == "videoseek":
+            return VIDEOSEEK_CHAT_TEMPLATE
+        if chat_template == "model":
+            template = getattr(self.processor, "chat_template", None) or getattr(self.tokenizer, "chat_template", None)
+            if not isinstance(template, str) or not template:
+                raise ValueError("chat_template='model' but the processor has no chat template")
+            return template
+        return chat_template
+
+    def _resize_kwargs(self, min_pixels: int | None, max_pixels: int | None) -> dict[str, Any]:
+        if min_pixels is None and max_pixels is None:
+            return {}
+        defaults = getattr(self.processor, "video_processor", None) or self.processor.image_processor
+        size = dict(defaults.size)
+        if min_pixels is not None:
+            size["shortest_edge"] = int(min_pixels)
+        if max_pixels is not None:
+            size["longest_edge"] = int(max_pixels)
+        if size["shortest_edge"] > size["longest_edge"]:
+            raise ValueError(f"min_pixels {size['shortest_edge']} exceeds max_pixels {size['longest_edge']}")
+        return {"size": size}
+
+    def _probe_template(self) -> None:
+        """Render a conversation with thinking and a tool call; raises TemplateError if history changes."""
+        probe = [
+            Message("system", "probe"),
+            Message("user", "question"),
+            Message("assistant", '<think>\nfirst\n</think>\n\n<tool_call>{"name": "crop_video", "arguments": {"start": 1, "end": 2}}</tool_call>'),
+            Message("tool", "result"),
+            Message("assistant", "<think>second</think> <answer>A</answer>"),
+        ]
+        self._segments(probe, add_generation_prompt=True)
+
+    # -- text ---------------------------------------------------------------------------------
+    def defang(self, text: str) -> str:
+        """Text with every special-token string broken by a zero-width space, so it tokenises as text."""
+        for special in self._special_strings:
+            if special in text:
+                text = text.replace(special, special[0] + _ZERO_WIDTH_SPACE + special[1:])
+        return text
+
+    def _chat_entry(self, message: Message, index: int) -> dict[str, Any]:
+        if message.role not in ROLES:
+            raise ValueError(f"message {index}: role must be one of {ROLES}, got {message.role!r}")
+        if not isinstance(message.text, str):
+            raise ValueError(f"message {index} ({message.role}): field 'text' must be a string")
+        if message.role == "assistant":
+            return {"role": "assistant", "content": message.text}
+        visual = _check_frames(message, index)
+        text = {"type": "text", "text": self.defang(message.text)}
+        if visual is None:
+            return {"role": message.role, "content": [text]}
+        frames = frames_content(visual[1], self.mode, self.label_frame_times)
+        # The question follows the frames (Qwen's convention); a tool says what it returned first.
+        if message.role == "user":
+            content = frames + [{"type": "text", "text": "\n"}, text]
+        else:
+            content = [text, {"type": "text", "text": "\n"}] + frames
+        return {"role": message.role, "content": content}
+
+    def _apply(self, conversation: list[dict[str, Any]], add_generation_prompt: bool) -> str:
+        return self.tokenizer.apply_chat_template(
+            conversation,
+            chat_template=self.template,
+            tools=self.tools,
+            add_generation_prompt=add_generation_prompt,
+            tokenize=False,
+        )
+
+    def _segments(self, messages: Sequence[Message], add_generation_prompt: bool) -> list[_Segment]:
+        """Split the template's rendering into per-message segments, checking prefix stability."""
+        if not messages:
+            raise ValueError("render: the conversation has no messages")
+        if messages[0].role == "assistant":
+            raise ValueError("message 0: a conversation must start with a system or user message")
+        conversation = [self._chat_entry(m, i) for i, m in enumerate(messages)]
+        segments: list[_Segment] = []
+        previous = ""
+        for k, message in enumerate(messages):
+            if message.role == "assistant":
+                header = self._checked_extension(previous, conversation[:k], True, k)
+                full = self._checked_extension(header, conversation[: k + 1], False, k)
+                body = full[len(header) :]
+                if not body.startswith(message.text):
+                    raise TemplateError(
+                        f"message {k} (assistant): the chat template rewrites assistant text (e.g. strips "
+                        "<think>), so history would not be verbatim; use chat_template='videoseek'"
+                    )
+                segments.append(_Segment(header[len(previous) :], k, "header"))
+                segments.append(_Segment(message.text, k, "content"))
+                segments.append(_Segment(body[len(message.text) :], k, "tail"))
+            else:
+                full = self._checked_extension(previous, conversation[: k + 1], False, k)
+                segments.append(_Segment(full[len(previous) :], k, "message"))
+            previous = full
+        if add_generation_prompt:
+            final = self._checked_extension(previous, conversation, True, len(messages))
+            segments.append(_Segment(final[len(previous) :], None, "generation_prompt"))
+        return segments
+
+    def _checked_extension(self, previous: str, conversation: list[dict[str, Any]], add_generation_prompt: bool, k: int) -> str:
+        text = self._apply(conversation, add_generation_prompt)
+        if not text.startswith(previous):
+            raise TemplateError(
+                f"message {k}: the chat template re-renders earlier messages when this one is added "
+                "(tokens of a turn would not be a prefix of the next turn's); use chat_template='videoseek'"
+            )
+        return text
+
+    # -- tokens -------------------------------------------------------------------------------
+    def _assistant_ids(self, message: Message, index: int) -> list[int]:
+        """The assistant turn's own ids without its closing `<|im_end|>` (the template adds it)."""
+        token_ids = getattr(message, "token_ids", None)
+        if token_ids is None:
+            return self.tokenizer(message.text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+        ids = [int(t) for t in token_ids]
+        if ids and ids[-1] == self.end_of_turn_id:
+            ids = ids[:-1]
+        vocab = len(self.tokenizer)
+        if any(t < 0 or t >= vocab for t in ids):
+            raise ValueError(f"message {index} (assistant): field 'token_ids' holds ids outside the vocabulary [0, {vocab})")
+        decoded = self.tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        if decoded != message.text:
+            raise ValueError(f"message {index} (assistant): field 'token_ids' does not decode to its text")
+        return ids
+
+    def _encode_visual(self, text: str, frames: np.ndarray, timestamps: np.ndarray) -> dict[str, Any]:
+        if self.mode == "video":
+            if self.unwrap_video_placeholder:
+                video = self.processor.video_token
+                text = text.replace(f"<|vision_start|>{video}<|vision_end|>", video)
+            return self.processor(
+                text=[text],
+                videos=[frames],
+                video_metadata=[frames_metadata(timestamps)],
+                do_sample_frames=False,
+                return_tensors="pt",
+                **self.vision_kwargs,
+            )
+        return self.processor(text=[text], images=list(frames), return_tensors="pt", **self.vision_kwargs)
+
+    def _count_placeholders(self, text: str) -> int:
+        token = self.processor.video_token if self.mode == "video" else self.processor.image_token
+        other = self.processor.image_token if self.mode == "video" else self.processor.video_token
+        if other in text:
+            raise TemplateError(f"the chat template wrote {other} in {self.mode} mode")
+        return text.count(token)
+
+    def render(self, messages: Sequence[Message], add_generation_prompt: bool = True) -> dict[str, Any]:
+        """Model inputs for `messages` (see the class docstring for the keys)."""
+        import torch
+
+        segments = self._segments(messages, add_generation_prompt)
+        ids: list[int] = []
+        vision: dict[str, list[Any]] = {}
+        mm_items: list[Any] = []
+        assistant_spans: list[tuple[int, int]] = []
+        message_spans: list[tuple[int, int]] = [(0, 0)] * len(messages)
+        content_start = 0
+        for seg in segments:
+            start = len(ids)
+            message = messages[seg.message] if seg.message is not None else None
+            if seg.part == "content":
+                ids.extend(self._assistant_ids(message, seg.message))
+            elif seg.part == "message" and (visual := _check_frames(message, seg.message)) is not None:
+                expected = 1 if self.mode == "video" else len(visual[0])
+                if self._count_placeholders(seg.text) != expected:
+                    raise TemplateError(f"message {seg.message}: the chat template did not write one placeholder per {self.mode} item")
+                encoded = self._encode_visual(seg.text, *visual)
+                ids.extend(encoded["input_ids"][0].tolist())
+                for key, value in encoded.items():
+                    if key not in ("input_ids", "attention_mask", "mm_token_type_ids") and isinstance(value, torch.Tensor):
+                        vision.setdefault(key, []).append(value)
+                if self.mode == "video":
+                    mm_items.append((visual[0], frames_metadata(visual[1])))
+                else:
+                    mm_items.extend(visual[0])
+            else:
+                ids.extend(self.tokenizer(seg.text, add_special_tokens=False)["input_ids"])
+            if seg.part == "content":
+                content_start = start
+            if seg.part == "tail":
+                closes = ids[start : start + 1] == [self.end_of_turn_id]
+                assistant_spans.append((content_start, start + int(closes)))
+            if seg.message is not None:
+                first = message_spans[seg.message][0] if seg.part in ("content", "tail") else start
+                message_spans[seg.message] = (first, len(ids))
+        input_ids = torch.tensor([ids], dtype=torch.long)
+        out: dict[str, Any] = {
+            "input_ids": input_ids,
+            "attention_mask": torch.ones_like(input_ids),
+            "mm_token_type_ids": self._mm_token_type_ids(input_ids),
+        }
+        out.update({key: torch.cat(values, dim=0) for key, values in vision.items()})
+        out["assistant_spans"] = assistant_spans
+        out["message_spans"] = message_spans
+        out["text"] = "".join(seg.text for seg in segments)
+        out["multi_modal_data"] = {("video" if self.mode == "video" else "image"): mm_items} if mm_items else {}
+        return out
+
+    def _mm_token_type_ids(self, input_ids: Any) -> Any:
+        """0 text, 1 image, 2 video per token: Qwen's 3D rope needs it to find the vision spans."""
+        types = (input_ids == self.image_token_id).long() + 2 * (input_ids == self.video_token_id).long()
+        return types
+
+
+def assistant_token_mask(rendered: Mapping[str, Any]) -> Any:
+    """LongTensor (1, L): 1 on each assistant turn's tokens, 0 on prompts, tool responses and frames."""
+    import torch
+
+    mask = torch.zeros_like(rendered["input_ids"])
+    for start, end in rendered["assistant_spans"]:
+        mask[0, start:end] = 1
+    return mask

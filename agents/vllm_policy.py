@@ -1,0 +1,145 @@
+"""`VLLMPolicy`: vLLM's offline engine as a VideoSeek policy, with the same interface as `TransformersPolicy`.
+
+vLLM is imported only when a `VLLMPolicy` is built, so the package works without it (official
+vLLM cannot share an environment with verl 0.9.1's transformers pin; install it where you train,
+e.g. `pip install 'videoseek[gpu]'`).
+
+Each prompt is the `ConversationRenderer`'s token ids, with every vision placeholder already
+expanded, plus the raw frames as `multi_modal_data` (`{"video": [(frames, metadata)]}` or
+`{"image": [frame, ...]}`): vLLM recognises expanded placeholders and only encodes the frames,
+so vLLM, transformers and verl see the same tokens. The same stop rules apply (`<|im_end|>`,
+`</tool_call>`, `</answer>`), special tokens other than the turn's end get a -100 logit bias
+(vLLM's floor), and every request has its own seed derived from the episode id and turn, so an
+episode samples the same tokens whatever batch it runs in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from videoseek.agents.hf_policy import stable_seed, trim_turn, turn_token_sets
+from videoseek.agents.policy import PolicyInput, PolicyOutput
+from videoseek.agents.prompting import DEFAULT_STOP_STRINGS, ConversationRenderer
+
+INSTALL_HINT = "VLLMPolicy needs vLLM: pip install 'videoseek[gpu]' (or vllm matching your torch)"
+
+
+def import_vllm() -> Any:
+    """The `vllm` module, or an ImportError that says how to get it."""
+    try:
+        import vllm
+    except ImportError as exc:
+        raise ImportError(f"{INSTALL_HINT} ({exc})") from exc
+    return vllm
+
+
+def vllm_prompt(rendered: Mapping[str, Any], mm_processor_kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """A vLLM `TokensPrompt` dict for one rendered conversation."""
+    prompt: dict[str, Any] = {"prompt_token_ids": rendered["input_ids"][0].tolist()}
+    if rendered["multi_modal_data"]:
+        prompt["multi_modal_data"] = rendered["multi_modal_data"]
+        prompt["mm_processor_kwargs"] = dict(mm_processor_kwargs)
+    return prompt
+
+
+class VLLMPolicy:
+    """A Qwen-VL checkpoint served by `vllm.LLM` as a `Policy` (see the module docstring).
+
+    `limit_mm_per_prompt` defaults to what the env's budgets allow (videos: one per message; images:
+    one per frame). Extra keyword arguments go to `vllm.LLM` (e.g. `gpu_memory_utilization`,
+    `max_model_len`, `enforce_eager`).
+    """
+
+    def __init__(
+        self,
+        model_path: str | Path,
+        *,
+        max_new_tokens: int = 256,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        top_k: int | None = None,
+        seed: int = 0,
+        mode: str = "video",
+        stop: Sequence[str] = DEFAULT_STOP_STRINGS,
+        chat_template: str = "videoseek",
+        min_pixels: int | None = None,
+        max_pixels: int | None = None,
+        return_logprobs: bool = True,
+        limit_mm_per_prompt: Mapping[str, int] | None = None,
+        name: str | None = None,
+        **llm_kwargs: Any,
+    ) -> None:
+        vllm = import_vllm()
+        from transformers import AutoProcessor, GenerationConfig
+
+        path = Path(model_path).expanduser()
+        if not (path / "config.json").is_file():
+            raise FileNotFoundError(f"no model at {path}: expected a checkpoint directory with config.json")
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
+        if temperature < 0 or not 0 < top_p <= 1:
+            raise ValueError(f"need temperature >= 0 and 0 < top_p <= 1, got {temperature}, {top_p}")
+        self.name = name or f"vllm:{path.name}"
+        self.processor = AutoProcessor.from_pretrained(path, local_files_only=True)
+        self.tokenizer = self.processor.tokenizer
+        self.renderer = ConversationRenderer(
+            self.processor, mode=mode, chat_template=chat_template, min_pixels=min_pixels, max_pixels=max_pixels
+        )
+        self.end_of_turn_id = self.renderer.end_of_turn_id
+        try:
+            eos_token_id = GenerationConfig.from_pretrained(path, local_files_only=True).eos_token_id
+        except OSError:  # no generation_config.json: the tokenizer's eos is the only end
+            eos_token_id = self.tokenizer.eos_token_id
+        self.stop_ids, self.suppressed_ids = turn_token_sets(self.tokenizer, eos_token_id, self.end_of_turn_id)
+        self.mm_processor_kwargs: dict[str, Any] = {"do_sample_frames": False} if mode == "video" else {}
+        self.mm_processor_kwargs.update(self.renderer._vision_kwargs)
+        if limit_mm_per_prompt is None:
+            limit_mm_per_prompt = {"video": 16, "image": 0} if mode == "video" else {"image": 128, "video": 0}
+        self.llm = vllm.LLM(model=str(path), seed=seed, limit_mm_per_prompt=dict(limit_mm_per_prompt), **llm_kwargs)
+        self._sampling_params = vllm.SamplingParams
+        self.max_new_tokens = max_new_tokens
+        self.temperature = temperature
+        self.top_p = top_p
+        self.top_k = top_k
+        self.seed = seed
+        self.stop = tuple(stop)
+        self.return_logprobs = return_logprobs
+
+    def sampling_params(self, seed: int) -> Any:
+        """vLLM SamplingParams for one request."""
+        return self._sampling_params(
+            n=1,
+            max_tokens=self.max_new_tokens,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=self.top_k if self.top_k else -1,
+            seed=seed,
+            stop=list(self.stop) or None,
+            stop_token_ids=[self.end_of_turn_id, *sorted(self.stop_ids)],
+            include_stop_str_in_output=True,
+            skip_special_tokens=False,
+            logprobs=0 if self.return_logprobs else None,
+            logit_bias={t: -100.0 for t in self.suppressed_ids} or None,
+        )
+
+    def act(self, batch: list[PolicyInput]) -> list[PolicyOutput]:
+        """One assistant turn for every episode in `batch`, from one `LLM.generate` call."""
+        if not batch:
+            return []
+        rendered = [self.renderer.render(item.messages, add_generation_prompt=True) for item in batch]
+        prompts = [vllm_prompt(r, self.mm_processor_kwargs) for r in rendered]
+        params = [self.sampling_params(stable_seed(self.seed, item.episode_id, item.turn)) for item in batch]
+        results = self.llm.generate(prompts, params, use_tqdm=False)
+        return [self._output(r, result.outputs[0]) for r, result in zip(rendered, results)]
+
+    def _output(self, rendered: Mapping[str, Any], completion: Any) -> PolicyOutput:
+        token_ids = trim_turn(list(completion.token_ids), self.end_of_turn_id, self.stop_ids)
+        content = token_ids[:-1] if token_ids and token_ids[-1] == self.end_of_turn_id else token_ids
+        # The text is decoded from the ids (not vLLM's stop-trimmed text) so the two always agree.
+        text = self.tokenizer.decode(content, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        logprobs = None
+        if self.return_logprobs and completion.logprobs is not None:
+            logprobs = [float(step[token].logprob) for step, token in zip(completion.logprobs, token_ids)]
+        return PolicyOutput(text, rendered["input_ids"][0].tolist(), token_ids, logprobs)
