@@ -25,14 +25,12 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 from nltk.stem.porter import PorterStemmer
 
 _NON_ALPHANUM = re.compile(r"[^a-z0-9]+")
-_SPACES = re.compile(r"\s+")
 _VALID_TOKEN = re.compile(r"^[a-z0-9]+$")
 _STEMMER = PorterStemmer()  # NLTK_EXTENSIONS mode, the one rouge-score instantiates
 
@@ -41,34 +39,56 @@ ROUGE_KEYS = ("rouge1", "rouge2", "rougeL")
 
 @lru_cache(maxsize=200_000)
 def _stem(word: str) -> str:
-    """Porter stem of one lower-case token (memoised: the stemmer is pure and ~10 µs a call)."""
-    return _STEMMER.stem(word)
+    """Final token of one lower-case [a-z0-9] word: Porter stem if longer than 3 characters, ""
+    when that fails rouge-score's validity check (memoised: the stemmer is pure and costs ~10 µs
+    a call; the cache is bounded and never changes a result)."""
+    if len(word) <= 3:
+        return word
+    stem = _STEMMER.stem(word)
+    return stem if _VALID_TOKEN.match(stem) else ""
 
 
 def rouge_tokenize(text: str) -> list[str]:
     """Tokens exactly as `rouge_score.tokenize.tokenize(text, PorterStemmer())` returns them.
 
+    After the substitution only [a-z0-9] runs and single spaces are left, so `str.split` equals
+    rouge-score's `\\s+` split and every non-empty short token is already valid.
+
     >>> rouge_tokenize("Running dogs, 3.5 km!")
     ['run', 'dog', '3', '5', 'km']
     """
-    tokens = _SPACES.split(_NON_ALPHANUM.sub(" ", text.lower()))
-    tokens = [_stem(t) if len(t) > 3 else t for t in tokens]
-    return [t for t in tokens if _VALID_TOKEN.match(t)]
+    return list(filter(None, map(_stem, _NON_ALPHANUM.sub(" ", text.lower()).split())))
 
 
-@dataclass(frozen=True)
 class RougeFeatures:
-    """What ROUGE needs from one text, computed once: tokens and their uni- and bi-gram counts."""
+    """What ROUGE needs from one text, computed once: its tokens (n-gram counts on demand)."""
 
-    tokens: tuple[str, ...]
-    unigrams: Counter
-    bigrams: Counter
+    __slots__ = ("tokens", "_unigrams", "_bigrams")
+
+    def __init__(self, tokens: Sequence[str]):
+        self.tokens = tuple(tokens)
+        self._unigrams: Counter | None = None
+        self._bigrams: Counter | None = None
+
+    @property
+    def unigrams(self) -> Counter:
+        if self._unigrams is None:
+            self._unigrams = Counter(self.tokens)
+        return self._unigrams
+
+    @property
+    def bigrams(self) -> Counter:
+        if self._bigrams is None:
+            self._bigrams = Counter(zip(self.tokens, self.tokens[1:]))
+        return self._bigrams
+
+    def __repr__(self) -> str:
+        return f"RougeFeatures({list(self.tokens)!r})"
 
 
 def rouge_features(text: str) -> RougeFeatures:
     """Tokenize `text` once for any number of ROUGE comparisons."""
-    tokens = tuple(rouge_tokenize(text))
-    return RougeFeatures(tokens, Counter(tokens), Counter(zip(tokens, tokens[1:])))
+    return RougeFeatures(rouge_tokenize(text))
 
 
 def _fmeasure(precision: float, recall: float) -> float:
@@ -144,48 +164,142 @@ def rouge_avg(candidate: str, reference: str) -> float:
     return (s["rouge1"] + s["rouge2"] + s["rougeL"]) / 3
 
 
-def _count_matrix(features: Sequence[Counter], vocab: dict) -> np.ndarray:
-    """Rows: texts; columns: n-grams of `vocab`; entries: counts."""
-    mat = np.zeros((len(features), len(vocab)), dtype=np.int64)
-    for row, counts in enumerate(features):
-        for gram, c in counts.items():
-            mat[row, vocab[gram]] = c
-    return mat
+_POPCOUNT_TABLE = np.array([bin(b).count("1") for b in range(256)], dtype=np.int64)
 
 
-def _ngram_f_matrix(rows: Sequence[Counter], cols: Sequence[Counter]) -> np.ndarray:
-    """ROUGE-N F for every (row, col) pair; rows play the reference, cols the candidate.
+def _popcount64(values: np.ndarray) -> np.ndarray:
+    """Set bits of each uint64 (numpy >= 2 has `bitwise_count`; the byte table serves older numpy)."""
+    if hasattr(np, "bitwise_count"):
+        return np.bitwise_count(values).astype(np.int64)
+    return _POPCOUNT_TABLE[values.view(np.uint8).reshape(*values.shape, 8)].sum(axis=-1)
 
-    Overlaps are exact integer sums of element-wise minima; the float ops mirror `_ngram_f`.
+
+def _f_matrix(overlap: np.ndarray, ref_total: np.ndarray, cand_total: np.ndarray) -> np.ndarray:
+    """F-measures from overlaps with rouge-score's float operations, in its order.
+
+    `ref_total` (rows) and `cand_total` (columns) are the denominators, already guarded as
+    rouge-score guards them (`max(count, 1)`).
     """
-    vocab: dict = {}
-    for counts in (*rows, *cols):
-        for gram in counts:
-            vocab.setdefault(gram, len(vocab))
-    r, c = _count_matrix(rows, vocab), _count_matrix(cols, vocab)
-    overlap = np.minimum(r[:, None, :], c[None, :, :]).sum(axis=2)
-    precision = overlap / np.maximum(c.sum(axis=1), 1)[None, :]
-    recall = overlap / np.maximum(r.sum(axis=1), 1)[:, None]
+    precision = overlap / cand_total[None, :]
+    recall = overlap / ref_total[:, None]
     total = precision + recall
     with np.errstate(invalid="ignore", divide="ignore"):
         f = 2 * precision * recall / total
     return np.where(total > 0, f, 0.0)
 
 
-def rouge_avg_matrix(references: Sequence[RougeFeatures], candidates: Sequence[RougeFeatures]) -> np.ndarray:
+def _row_counts(rows: np.ndarray, ids: np.ndarray, n_rows: int, size: int) -> np.ndarray:
+    """(n_rows, size) counts of `ids` per row; ids equal to `size` (no match) are dropped."""
+    flat = np.bincount(rows * (size + 1) + ids, minlength=n_rows * (size + 1))
+    return flat.reshape(n_rows, size + 1)[:, :size]
+
+
+class RougeReference:
+    """Reference texts prepared once for ROUGE_avg against many candidates (PRR's reference steps).
+
+    Only tokens and bigrams that occur in a reference can overlap, so the vocabulary, the
+    reference count matrices and the LCS match masks are built from the references alone, once;
+    each candidate batch then maps its tokens through that vocabulary (unknown ones never match).
+    Scores equal `rouge_avg` on every pair, bit for bit.
+    """
+
+    def __init__(self, references: Sequence[RougeFeatures]):
+        self.features = tuple(references)
+        self.n = n = len(self.features)
+        vocab: dict[str, int] = {}
+        self.ids = [np.array([vocab.setdefault(t, len(vocab)) for t in f.tokens], dtype=np.int64) for f in self.features]
+        self.vocab, self.size = vocab, len(vocab)
+        size = self.size
+        self.lengths = np.array([len(ids) for ids in self.ids], dtype=np.int64)
+        rows = np.repeat(np.arange(n), self.lengths)
+        flat = np.concatenate(self.ids) if n else np.zeros(0, dtype=np.int64)
+        self.uni = _row_counts(rows, flat, n, size)
+        self.uni_total = np.maximum(self.lengths, 1)
+        # bigrams: code (a, b) as a*(size+1)+b; the reference's distinct codes are its bigram vocabulary
+        codes = [ids[:-1] * (size + 1) + ids[1:] for ids in self.ids]
+        self.bigram_codes = np.unique(np.concatenate(codes)) if n else np.zeros(0, dtype=np.int64)
+        nb = len(self.bigram_codes)
+        code_rows = np.repeat(np.arange(n), [len(c) for c in codes])
+        code_ids = np.searchsorted(self.bigram_codes, np.concatenate(codes)) if n else np.zeros(0, dtype=np.int64)
+        self.bi = _row_counts(code_rows, code_ids, n, nb)
+        self.bi_total = np.maximum(self.lengths - 1, 1)
+        # LCS match masks: bit p of masks[i, v] is set when token p of reference i is v
+        self.short = self.lengths <= 63
+        self.masks = np.zeros((n, size + 1), dtype=np.uint64)  # column `size`: unknown token, no match
+        for i, ids in enumerate(self.ids):
+            if self.short[i] and len(ids):
+                np.bitwise_or.at(self.masks[i], ids, np.left_shift(np.uint64(1), np.arange(len(ids), dtype=np.uint64)))
+        self.full_bits = np.array([(1 << int(k)) - 1 if k <= 63 else 0 for k in self.lengths], dtype=np.uint64)
+
+    def _bigram_ids(self, cand_ids: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """(row, reference-bigram id) of every candidate bigram; unknown bigrams get id nb."""
+        size, nb = self.size, len(self.bigram_codes)
+        codes = [ids[:-1] * (size + 1) + ids[1:] for ids in cand_ids]
+        rows = np.repeat(np.arange(len(cand_ids)), [len(c) for c in codes])
+        flat = np.concatenate(codes) if codes else np.zeros(0, dtype=np.int64)
+        if nb == 0:
+            return rows, np.full(len(flat), nb, dtype=np.int64)
+        pos = np.minimum(np.searchsorted(self.bigram_codes, flat), nb - 1)
+        return rows, np.where(self.bigram_codes[pos] == flat, pos, nb)
+
+    def _lcs(self, cand_ids: list[np.ndarray], candidates: Sequence[RougeFeatures]) -> np.ndarray:
+        """LCS lengths of every (reference, candidate) pair at once.
+
+        Hyyrö's bit-parallel update with the bit vectors of all pairs packed side by side into
+        one Python integer: 64 bits per pair and references of at most 63 tokens, so a carry
+        never crosses into the next pair (V + U < 2^64) and V − U never borrows (U ⊆ V). One pass
+        over the candidates' token positions updates every pair. Longer references use `lcs_length`.
+        """
+        n, m = self.n, len(cand_ids)
+        width = max((len(ids) for ids in cand_ids), default=0)
+        padded = np.full((m, width), self.size, dtype=np.int64)
+        for j, ids in enumerate(cand_ids):
+            padded[j, : len(ids)] = ids
+        by_position = np.ascontiguousarray(self.masks[:, padded].transpose(2, 0, 1))  # (width, n, m)
+        full = int.from_bytes(np.repeat(self.full_bits[:, None], m, axis=1).tobytes(), "little")
+        v = full
+        for t in range(width):
+            u = v & int.from_bytes(by_position[t].tobytes(), "little")
+            v = ((v + u) | (v - u)) & full
+        packed = np.frombuffer(v.to_bytes(n * m * 8, "little"), dtype=np.uint64).reshape(n, m)
+        lcs = self.lengths[:, None] - _popcount64(packed)
+        for i in np.flatnonzero(~self.short):
+            ref = self.features[i].tokens
+            lcs[i] = [lcs_length(ref, f.tokens) for f in candidates]
+        return lcs
+
+    def avg_matrix(self, candidates: Sequence[RougeFeatures]) -> np.ndarray:
+        """ROUGE_avg (MOSS-ChatV eq. 8) with these references as rows and `candidates` as columns."""
+        n, m = self.n, len(candidates)
+        if n == 0 or m == 0:
+            return np.zeros((n, m))
+        get, unknown = self.vocab.get, self.size
+        cand_ids = [np.array([get(t, unknown) for t in f.tokens], dtype=np.int64) for f in candidates]
+        cand_len = np.array([len(f.tokens) for f in candidates], dtype=np.int64)
+        rows = np.repeat(np.arange(m), cand_len)
+        flat = np.concatenate(cand_ids)
+        cand_uni = _row_counts(rows, flat, m, self.size)
+        r1 = _f_matrix(np.minimum(self.uni[:, None, :], cand_uni[None, :, :]).sum(axis=2), self.uni_total, np.maximum(cand_len, 1))
+        brows, bids = self._bigram_ids(cand_ids)
+        cand_bi = _row_counts(brows, bids, m, len(self.bigram_codes))
+        r2 = _f_matrix(np.minimum(self.bi[:, None, :], cand_bi[None, :, :]).sum(axis=2), self.bi_total, np.maximum(cand_len - 1, 1))
+        lcs = self._lcs(cand_ids, candidates)
+        rl = _f_matrix(lcs, self.uni_total, np.maximum(cand_len, 1))
+        rl = np.where((self.lengths[:, None] > 0) & (cand_len[None, :] > 0), rl, 0.0)
+        return (r1 + r2 + rl) / 3
+
+
+def rouge_avg_matrix(references: Sequence[RougeFeatures] | RougeReference, candidates: Sequence[RougeFeatures]) -> np.ndarray:
     """Matrix of ROUGE_avg (eq. 8) with references as rows and candidates as columns.
 
-    Bit-identical to calling `rouge_avg` on every pair (the sum is taken in the same order).
+    `references` may be a `RougeReference` prepared once and reused. Bit-identical to calling
+    `rouge_avg` on every pair: overlaps and LCS lengths are exact integers and the float
+    operations are the same, in the same order.
 
     >>> refs = [rouge_features("the man opens the door")]
     >>> cands = [rouge_features("a man opens a door"), rouge_features("nothing here")]
     >>> rouge_avg_matrix(refs, cands).round(4).tolist()
     [[0.4833, 0.0]]
     """
-    n, m = len(references), len(candidates)
-    if n == 0 or m == 0:
-        return np.zeros((n, m))
-    r1 = _ngram_f_matrix([f.unigrams for f in references], [f.unigrams for f in candidates])
-    r2 = _ngram_f_matrix([f.bigrams for f in references], [f.bigrams for f in candidates])
-    rl = np.array([[_lcs_f(ref.tokens, cand.tokens) for cand in candidates] for ref in references])
-    return (r1 + r2 + rl) / 3
+    prepared = references if isinstance(references, RougeReference) else RougeReference(references)
+    return prepared.avg_matrix(candidates)

@@ -25,7 +25,7 @@ def test_custom_weights_override_and_drop_components():
     total, parts = score_episode(SAMPLE, ep, RewardConfig(weights={"format": 0.5}))
     assert total == 1.5 and parts == {"accuracy": 1.0, "format": 1.0}
     total, parts = score_episode(SAMPLE, ep, RewardConfig(weights={"format": 0}))
-    assert total == 1.0 and parts == {"accuracy": 1.0}
+    assert total == 1.0 and parts == {"accuracy": 1.0, "format": 1.0}  # still reported, not counted
 
 
 def test_unanswered_episode_scores_zero():
