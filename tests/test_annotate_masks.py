@@ -132,3 +132,24 @@ def test_docstring_examples():
 
     result = doctest.testmod(module)
     assert result.attempted >= 2 and result.failed == 0
+
+
+def test_cli_with_a_model_policy(synth_samples, tmp_path, capsys):
+    """`--policy hf:PATH`: the tiny offline Qwen2.5-VL runs the masked episodes through transformers."""
+    pytest.importorskip("transformers")
+    from videoseek.agents.tiny_model import build_tiny_model
+    from videoseek.cli import main
+    from videoseek.envs.sample import write_jsonl
+
+    model = build_tiny_model(tmp_path / "tiny", seed=0)
+    data = write_jsonl([synth_samples[0].model_copy(update={"mask_patterns": []})], tmp_path / "in.jsonl")
+    out = tmp_path / "out.jsonl"
+    rc = main(["annotate-masks", str(data), "--out", str(out), "--policy", f"hf:{model}", "--max-patterns", "1",
+               "--max-turns", "2", "--max-new-tokens", "8", "--max-pixels", str(56 * 56), "--trajectories", str(tmp_path / "run")])  # fmt: skip
+    assert rc == 0, capsys.readouterr().err
+    (row,) = VideoSample.from_jsonl(out)
+    (expected,) = candidate_ranges(synth_samples[0].model_copy(update={"mask_patterns": []}), max_patterns=1)
+    assert [p.time_range for p in row.mask_patterns] == [expected]
+    (traj,) = [json.loads(x) for x in (tmp_path / "run" / "trajectories.jsonl").read_text().splitlines()]
+    assert traj["group"]["perturbation"]["time_range"] == list(expected)
+    assert traj["turns"] and all(0 < t["tokens"]["completion"] <= 8 and t["tokens"]["prompt"] > 0 for t in traj["turns"])
