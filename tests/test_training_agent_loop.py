@@ -1,0 +1,212 @@
+"""`VideoSeekAgentLoop` inside verl's own `AgentLoopWorker` (CPU, tiny Qwen2.5-VL, real video).
+
+The rows come from `export-verl` through verl's `RLHFDataset` and `collate_fn`; the worker
+instantiates the loop from the agent-loop YAML, runs it in an event loop against a fake server
+manager (scripted token ids, or generation with the tiny model), then applies verl's own
+post-processing (padding, multi-modal inputs, M-RoPE position ids) and verl's reward path
+(`RewardLoopWorker` -> `NaiveRewardManager` -> our `compute_score`). Only Ray's transport is
+replaced: the reward worker is called in-process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("verl")
+
+from verl.experimental.agent_loop.agent_loop import AgentLoopWorker  # noqa: E402
+from verl.experimental.reward_loop.reward_loop import RewardLoopWorker  # noqa: E402
+from verl.protocol import DataProto  # noqa: E402
+from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn  # noqa: E402
+from verl.workers.rollout.replica import TokenOutput  # noqa: E402
+
+from videoseek.agents.tiny_model import ensure_tiny_model  # noqa: E402
+from videoseek.envs.env import EnvConfig  # noqa: E402
+from videoseek.training.export import export_samples  # noqa: E402
+from videoseek.training.verl_config import TrainSpec, compose, verl_overrides, write_agent_loop_yaml  # noqa: E402
+
+CROP = '<think>The sparse frames miss it.</think><tool_call>{"name": "crop_video", "arguments": {"start": 11.5, "end": 14.0}}</tool_call>'
+ANSWER = "<think>At 12.5s it is green.</think><answer>B</answer>"
+ENV = {"initial_frames": 4, "frames_per_call": 4, "max_turns": 3, "max_total_frames": 16, "max_pixels": 56 * 112}
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    return ensure_tiny_model(cache_dir=tmp_path_factory.mktemp("models"))
+
+
+def make_config(tmp_path, model, parquet, reward="default", response_length=256, loop=None):
+    spec = TrainSpec(
+        model=str(model), train_files=[str(parquet)], val_files=[str(parquet)], out=str(tmp_path / "run"), reward=reward,
+        group_size=2, batch_size=1, n_gpus=1, prompt_length=1024, response_length=response_length, max_turn_tokens=64,
+        env=ENV, loop=loop or {},
+    )  # fmt: skip
+    cfg = compose(verl_overrides(spec, write_agent_loop_yaml(spec)))
+    cfg.actor_rollout_ref.rollout.agent.num_workers = 1
+    return cfg
+
+
+class ScriptedServer:
+    """Returns scripted turns as token ids; checks video placeholders against the frames, as vLLM would."""
+
+    def __init__(self, tokenizer, turns, end_of_turn=True):
+        self.tokenizer = tokenizer
+        self.turns = turns
+        self.end_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
+        self.vision_start = tokenizer.convert_tokens_to_ids("<|vision_start|>")
+        self.video_pad = tokenizer.convert_tokens_to_ids("<|video_pad|>")
+        self.end_of_turn = end_of_turn
+        self.returned: dict[str, list[list[int]]] = {}
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, video_data=None, **kwargs):
+        await asyncio.sleep(0)
+        runs = sum(1 for a, b in zip(prompt_ids, prompt_ids[1:]) if a == self.vision_start and b == self.video_pad)
+        assert runs == len(video_data or []), f"{runs} video placeholders but {len(video_data or [])} videos"
+        k = len(self.returned.setdefault(request_id, []))
+        text = self.turns[min(k, len(self.turns) - 1)]
+        ids = self.tokenizer.encode(text, add_special_tokens=False) + ([self.end_id] if self.end_of_turn else [])
+        ids = ids[: sampling_params["max_tokens"]]
+        self.returned[request_id].append(ids)
+        return TokenOutput(token_ids=ids, log_probs=[-0.25] * len(ids))
+
+
+class TinyModelServer:
+    """Generates with the tiny model from token ids and raw frames, as a vLLM server does."""
+
+    def __init__(self, model_path):
+        from transformers import AutoModelForImageTextToText, AutoProcessor
+
+        self.processor = AutoProcessor.from_pretrained(model_path)
+        self.model = AutoModelForImageTextToText.from_pretrained(model_path).eval()
+        self.calls = 0
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, video_data=None, **kwargs):
+        inputs = {"input_ids": torch.tensor([prompt_ids]), "attention_mask": torch.ones(1, len(prompt_ids), dtype=torch.long)}
+        if video_data:
+            frames, metadata = zip(*video_data)
+            vision = self.processor.video_processor(videos=list(frames), video_metadata=list(metadata), do_sample_frames=False, return_tensors="pt")
+            inputs.update(pixel_values_videos=vision["pixel_values_videos"], video_grid_thw=vision["video_grid_thw"])
+            expected = int((vision["video_grid_thw"].prod(dim=1) // 4).sum())
+            assert sum(t == self.processor.tokenizer.convert_tokens_to_ids("<|video_pad|>") for t in prompt_ids) == expected
+        with torch.random.fork_rng(devices=[]), torch.inference_mode():
+            torch.manual_seed(self.calls)
+            out = self.model.generate(**inputs, max_new_tokens=sampling_params["max_tokens"], do_sample=True, temperature=1.0)
+        self.calls += 1
+        return TokenOutput(token_ids=out[0, len(prompt_ids) :].tolist())
+
+
+class InProcessReward:
+    """A Ray actor handle's `compute_score.remote` for verl's real `RewardLoopWorker`, called in-process."""
+
+    def __init__(self, config):
+        worker = RewardLoopWorker(config)
+
+        class _Method:
+            @staticmethod
+            def remote(data):
+                return worker.compute_score(data)
+
+        self.compute_score = _Method()
+
+
+def load_batch(cfg, tokenizer, processor, n):
+    dataset = RLHFDataset(list(cfg.data.train_files), tokenizer, cfg.data, processor)
+    batch = DataProto.from_single_dict(collate_fn([dataset[0]]))
+    batch.non_tensor_batch["uid"] = np.array([str(uuid.uuid4())], dtype=object)
+    return batch.repeat(repeat_times=n, interleave=True)
+
+
+def run_worker(cfg, server, n=2):
+    async def main():
+        worker = AgentLoopWorker(cfg, server, reward_loop_worker_handles=[InProcessReward(cfg)])
+        batch = load_batch(cfg, worker.tokenizer, worker.processor, n)
+        return worker, await worker.generate_sequences(batch)
+
+    return asyncio.run(main())
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory, index_sample_module):
+    out = tmp_path_factory.mktemp("export")
+    return export_samples([index_sample_module], out, "train", EnvConfig(**ENV), progress=False)
+
+
+@pytest.fixture(scope="module")
+def index_sample_module(index_video):
+    from videoseek.envs.sample import VideoSample
+
+    return VideoSample(
+        id="idx-1", video=str(index_video), question="Which colour flashes?", options=["A. red", "B. green", "C. blue", "D. yellow"],
+        answer="B", clue_intervals=[(12.0, 13.5)], mask_patterns=[{"time_range": (3.0, 4.0), "oracle_correct": True}],
+    )  # fmt: skip
+
+
+def test_scripted_episode_through_verl_postprocessing_and_reward(tmp_path, tiny_model, exported):
+    cfg = make_config(tmp_path, tiny_model, exported)
+    from verl.utils import hf_tokenizer
+
+    server = ScriptedServer(hf_tokenizer(str(tiny_model)), [CROP, ANSWER])
+    worker, out = run_worker(cfg, server, n=2)
+    tokenizer = worker.tokenizer
+
+    assert len(out) == 2
+    responses, mask = out.batch["responses"], out.batch["response_mask"]
+    attention = out.batch["attention_mask"][:, out.batch["prompts"].shape[1] :]
+    generated = [sum(calls, []) for calls in server.returned.values()]
+    assert len(generated) == 2  # one request id per episode
+    for row in range(2):
+        model_tokens = responses[row][mask[row].bool()].tolist()
+        assert model_tokens in generated  # mask is 1 exactly on what the server generated, in order
+        context = responses[row][(attention[row].bool()) & (~mask[row].bool())].tolist()
+        assert tokenizer.convert_tokens_to_ids("<|video_pad|>") in context  # the crop's frames, mask 0
+        assert "<tool_response>" in tokenizer.decode(context)
+
+    mm = out.non_tensor_batch["multi_modal_inputs"][0]
+    assert mm["video_grid_thw"].shape[0] == 2  # the initial frames and the crop, in order
+    video_tokens = int((mm["video_grid_thw"].prod(dim=1) // 4).sum())
+    assert int((out.batch["input_ids"][0] == tokenizer.convert_tokens_to_ids("<|video_pad|>")).sum()) == video_tokens
+    assert out.batch["position_ids"].shape == (2, 4, out.batch["input_ids"].shape[1])  # text + 3D M-RoPE
+
+    # extra_fields reached compute_score through verl's reward manager
+    assert list(out.non_tensor_batch["acc"]) == [1.0, 1.0]
+    assert list(out.non_tensor_batch["num_calls"]) == [1.0, 1.0]
+    assert all(c == pytest.approx(1.0) for c in out.non_tensor_batch["coverage"])
+    record = out.non_tensor_batch["videoseek"][0]
+    assert record["calls"] == [[11.5, 14.0]] and record["episode"]["prediction"] == "B" and record["ended_by"] == "env"
+    last = attention.sum(dim=1) - 1
+    scores = out.batch["rm_scores"][torch.arange(2), last]
+    assert torch.allclose(scores, torch.tensor(out.non_tensor_batch["score"].astype(np.float32)))
+    assert scores[0] > 0
+    assert list(out.non_tensor_batch["__num_turns__"]) == [4, 4]  # user, assistant, tool, assistant
+
+
+def test_tiny_model_generation_never_breaks_the_worker(tmp_path, tiny_model, exported):
+    """A random policy writes anything (special tokens included): the batch still post-processes."""
+    cfg = make_config(tmp_path, tiny_model, exported, response_length=160)
+    worker, out = run_worker(cfg, TinyModelServer(tiny_model), n=2)
+    mask, attention = out.batch["response_mask"], out.batch["attention_mask"][:, out.batch["prompts"].shape[1] :]
+    assert bool((mask <= attention).all()) and int(mask.sum()) > 0
+    assert out.batch["input_ids"].shape[1] == 1024 + 160
+    assert out.batch["position_ids"].shape[1] == 4
+    for row in range(2):
+        grid = out.non_tensor_batch["multi_modal_inputs"][row]["video_grid_thw"]
+        pads = int((out.batch["input_ids"][row] == worker.tokenizer.convert_tokens_to_ids("<|video_pad|>")).sum())
+        assert pads == int((grid.prod(dim=1) // 4).sum())
+    assert np.isfinite(out.non_tensor_batch["score"].astype(float)).all()
+
+
+def test_vision_markup_written_by_the_policy_is_cut(tmp_path, tiny_model, exported):
+    cfg = make_config(tmp_path, tiny_model, exported)
+    from verl.utils import hf_tokenizer
+
+    server = ScriptedServer(hf_tokenizer(str(tiny_model)), ["<think>x</think><|vision_start|><|video_pad|> more"])
+    _, out = run_worker(cfg, server, n=1)
+    record = out.non_tensor_batch["videoseek"][0]
+    assert record["ended_by"] == "vision_token"
+    pads_in_response = int((out.batch["responses"][0] == server.video_pad).sum())
+    assert pads_in_response == 0

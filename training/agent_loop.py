@@ -1,0 +1,370 @@
+"""`VideoSeekAgentLoop`: verl's multi-turn agent loop driving `VideoSeekEnv` (registered as "videoseek").
+
+verl (0.9.x) runs one `AgentLoopBase.run` coroutine per trajectory inside its agent-loop workers;
+the loop talks to the rollout servers (vLLM) through `server_manager.generate` with token ids in
+and token ids out. This loop:
+
+1. builds a `VideoSeekEnv` from the row's sample (`extra_info["sample"]`, written by
+   `videoseek export-verl`) and resets it;
+2. renders the conversation with the shared `ConversationRenderer` (Qwen's chat template, the
+   frames as a Qwen-VL *video* with their real timestamps) - the renderer the transformers
+   policy uses, so a conversation has the same token ids in verl as in a local rollout;
+3. loops: generate a turn (stop at `<|im_end|>` or the protocol's stop strings, capped by the
+   response budget) -> `env.step(text)` -> append the tool turn (its text and the crop's frames
+   as a new video) with response_mask 0 -> until the env ends the episode or the response budget
+   (`rollout.response_length`) is spent. verl's stock `ToolAgentLoop` rejects tools that return
+   video (`NotImplementedError`), hence this loop;
+4. returns `AgentLoopOutput` with the prompt / response ids, response_mask (1 exactly on the
+   tokens the model generated), the frames of every video in placeholder order as
+   `multi_modal_data["videos"]` (verl recomputes `pixel_values_videos` / `video_grid_thw` and the
+   M-RoPE position ids from them), `num_turns`, and `extra_fields["videoseek"]`: the episode
+   summary, crop intervals, evidence state, reward preset and, for group presets, the group reward
+   (`records.py` documents the layout; `reward_fn.compute_score` reads it).
+
+Group rewards (DM-GRPO, T-GRPO): the loop also runs the perturbed group itself, once per group,
+through the same server manager, and returns only origin trajectories (`group.py` explains why).
+
+Nothing a policy writes can raise here: the env parses any text. A failure of the environment
+(e.g. a video that stops decoding mid-episode) ends the episode with every response token masked
+0 and `failure` recorded, so the trainer keeps going and the `videoseek_grpo` estimator leaves
+the row out of its group. Bad data (an unreadable sample or video at reset) raises, naming the
+sample: verl's v1 trainer then drops that prompt's group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import uuid4
+
+from pydantic import BaseModel, ConfigDict, Field
+from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
+
+from videoseek.agents.policy import Message
+from videoseek.agents.prompting import (
+    DEFAULT_STOP_STRINGS,
+    ConversationRenderer,
+    TemplateError,
+    assistant_message,
+    initial_messages,
+    tool_message,
+)
+from videoseek.envs.env import EnvConfig, VideoSeekEnv
+from videoseek.envs.sample import VideoSample
+from videoseek.rewards import EpisodeSummary, RewardConfig
+from videoseek.training.group import GroupCoordinator
+from videoseek.training.records import AGENT_NAME, EXTRA_KEY, sample_from_extra_info, summary_to_dict
+
+logger = logging.getLogger(__name__)
+
+# Which perturbed group each group preset compares against (VideoMend §5.2 for DM-GRPO's mask;
+# Video-R1's T-GRPO shuffles frame order). Other presets score each trajectory on its own.
+PRESET_PERTURBATIONS: dict[str, tuple[str, ...]] = {"dmgrpo": ("mask",), "tgrpo": ("shuffle",)}
+
+
+class LoopOptions(BaseModel):
+    """Options of `VideoSeekAgentLoop`, given under `videoseek:` in the agent-loop YAML."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reward_preset: str = "csgrpo"
+    env: EnvConfig = Field(default_factory=EnvConfig)
+    max_turn_tokens: int = Field(default=512, ge=1, description="generation cap of one assistant turn")
+    stop: list[str] = Field(default_factory=lambda: list(DEFAULT_STOP_STRINGS), description="strings that end a turn")
+    perturbations: list[str] | None = Field(default=None, description="perturbed groups; None: the preset's")
+    perturbed_group_size: int | None = Field(default=None, ge=1, description="G~; None: the origin group's size")
+    min_pixels: int | None = None
+    max_pixels: int | None = None
+
+    def perturbation_kinds(self) -> tuple[str, ...]:
+        if self.perturbations is not None:
+            return tuple(self.perturbations)
+        return PRESET_PERTURBATIONS.get(self.reward_preset, ())
+
+    def reward_config(self) -> RewardConfig:
+        return RewardConfig(preset=self.reward_preset)
+
+
+@dataclass
+class EpisodeResult:
+    """One finished episode in token form, plus what scoring needs."""
+
+    prompt_ids: list[int]
+    response_ids: list[int]
+    response_mask: list[int]
+    response_logprobs: list[float]
+    videos: list[Any]
+    summary: EpisodeSummary
+    evidence: dict[str, float]
+    turns: int
+    tool_turns: int
+    ended_by: str  # "env" (answer or turn limit), "budget" (response length), "vision_token", "failure"
+    failure: str | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+def _aligned_logprobs(logprobs: list[float] | None, n: int) -> list[float]:
+    """The server's log-probs for the first `n` tokens (0.0 where it sent none)."""
+    lp = [float(x) for x in (logprobs or [])][:n]
+    return lp + [0.0] * (n - len(lp))
+
+
+def stable_seed(*parts: Any) -> int:
+    return zlib.crc32("/".join(map(str, parts)).encode())
+
+
+_RENDERERS: dict[tuple, ConversationRenderer] = {}
+
+
+def shared_renderer(processor: Any, min_pixels: int | None, max_pixels: int | None) -> ConversationRenderer:
+    """One renderer per processor and pixel bounds (verl builds an agent loop per trajectory)."""
+    key = (id(processor), min_pixels, max_pixels)
+    renderer = _RENDERERS.get(key)
+    if renderer is None:
+        renderer = ConversationRenderer(processor, mode="video", min_pixels=min_pixels, max_pixels=max_pixels)
+        _RENDERERS[key] = renderer
+    return renderer
+
+
+@register(AGENT_NAME)
+class VideoSeekAgentLoop(AgentLoopBase):
+    """A VideoSeek episode (and, for group presets, its group's perturbed episodes) per trajectory."""
+
+    groups = GroupCoordinator()  # one per worker process: the sessions of a uid meet here
+
+    def __init__(self, *args: Any, videoseek: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        kwargs.pop("tools", None)  # verl passes its tool list; crop_video is the env's own tool
+        kwargs.pop("name", None)  # the YAML entry's `name` reaches us as a kwarg through hydra
+        super().__init__(*args, **kwargs)
+        self.options = self.check_options(videoseek or {})
+        if self.processor is None:
+            raise ValueError("VideoSeekAgentLoop needs a vision-language model with a processor (Qwen2.5-VL / Qwen3-VL)")
+        self.renderer = shared_renderer(self.processor, self.options.min_pixels, self.options.max_pixels)
+        self.end_of_turn_id = self.renderer.end_of_turn_id
+        # Vision markup the policy must not write: each needs frames the conversation does not have,
+        # and verl's post-processing would fail to align features. A turn is cut before such a token.
+        self.forbidden_ids = {self.renderer.image_token_id, self.renderer.video_token_id} | {
+            int(i) for i in self.tokenizer.convert_tokens_to_ids(["<|vision_start|>", "<|vision_end|>"]) if i is not None
+        }
+        self.prompt_length = self.rollout_config.prompt_length
+        self.response_length = self.rollout_config.response_length
+
+    @staticmethod
+    def check_options(options: Mapping[str, Any]) -> LoopOptions:
+        """Validate the YAML options (ValueError naming the field); also used by `--dry-run`."""
+        try:
+            from omegaconf import DictConfig, OmegaConf
+
+            if isinstance(options, DictConfig):
+                options = OmegaConf.to_container(options, resolve=True)
+        except ImportError:  # pragma: no cover - omegaconf ships with verl
+            pass
+        opts = LoopOptions.model_validate(dict(options))
+        opts.reward_config()  # unknown preset -> ValueError
+        return opts
+
+    # ---- verl entry point --------------------------------------------------------------------
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
+        sample = sample_from_extra_info(kwargs.get("extra_info"))
+        uid = str(kwargs.get("uid") if kwargs.get("uid") is not None else f"{sample.id}#{kwargs.get('index', '')}")
+        session = kwargs.get("session_id", uuid4().hex)
+        kinds = self.options.perturbation_kinds()
+        # Join before the first await: every sibling session joins before any can finish.
+        group = self.groups.join(uid, session) if kinds else None
+        perturbed_task = None
+        if group is not None:
+            perturbed_task = self.groups.start_perturbed(group, lambda n: self._perturbed_groups(sample, sampling_params, uid, n))
+        try:
+            result = await self._episode(sample, sampling_params, episode_id=f"{uid}/g{session}", seed=stable_seed(uid, session))
+        except BaseException:
+            if group is not None:
+                self.groups.leave(group, session)
+            raise
+
+        record = self._record(sample, result)
+        if group is not None:
+            if result.failure is not None:
+                self.groups.leave(group, session)
+            else:
+                perturbed, mask_info = await perturbed_task
+                record["perturbed"] = {k: len(v) for k, v in perturbed.items()}
+                total, components = await self.groups.reward(
+                    group, session, result.summary, lambda origins: self._score_group(sample, origins, perturbed, mask_info)
+                )
+                record["group_reward"] = float(total)
+                record["group_components"] = {k: float(v) for k, v in components.items()}
+        return self._output(result, record)
+
+    # ---- one episode -------------------------------------------------------------------------
+    async def _episode(
+        self, sample: VideoSample, sampling_params: dict[str, Any], episode_id: str, seed: int, perturbation: dict | None = None
+    ) -> EpisodeResult:
+        """Play one episode against the server; see the module docstring for the token layout."""
+        loop = asyncio.get_running_loop()
+        env = await loop.run_in_executor(None, lambda: VideoSeekEnv(sample, self.options.env))
+        options = {"perturbation": perturbation, "episode_id": episode_id, "policy": "verl", "group": {"id": episode_id.rsplit("/", 1)[0]}}
+        obs, _ = await loop.run_in_executor(None, lambda: env.reset(seed=seed, options=options))
+        messages: list[Message] = initial_messages(obs)
+        rendered = await loop.run_in_executor(None, lambda: self.renderer.render(messages, add_generation_prompt=True))
+        prompt_ids = rendered["input_ids"][0].tolist()
+        if len(prompt_ids) > self.prompt_length:
+            raise ValueError(
+                f"sample {sample.id}: the first prompt has {len(prompt_ids)} tokens, more than rollout.prompt_length="
+                f"{self.prompt_length}; lower env.initial_frames / env.max_pixels or raise the prompt length"
+            )
+        ids = list(prompt_ids)
+        videos = list(rendered["multi_modal_data"].get("video", []))
+        mask: list[int] = []
+        logprobs: list[float] = []
+        metrics = {"generate_sequences": 0.0, "tool_calls": 0.0}
+        turns, tool_turns, ended_by, failure = 0, 0, "env", None
+        request_id = uuid4().hex
+        try:
+            while True:
+                budget = self.response_length - len(mask)
+                if budget <= 0:
+                    ended_by = "budget"
+                    break
+                t0 = time.perf_counter()
+                out = await self.server_manager.generate(
+                    request_id=request_id, prompt_ids=list(ids), sampling_params=self._turn_params(sampling_params, budget), video_data=videos or None
+                )
+                metrics["generate_sequences"] += time.perf_counter() - t0
+                generated, cut = self._policy_tokens(out.token_ids, budget)
+                content = generated[:-1] if generated and generated[-1] == self.end_of_turn_id else generated
+                text = self.tokenizer.decode(content, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+                messages.append(assistant_message(text, generated))
+                ids += generated
+                mask += [1] * len(generated)
+                logprobs += _aligned_logprobs(out.log_probs, len(generated))
+                turns += 1
+
+                t0 = time.perf_counter()
+                obs, _, terminated, truncated, _ = await loop.run_in_executor(None, lambda: env.step(text))
+                if terminated or truncated or cut:
+                    ended_by = "env" if terminated or truncated else "vision_token"
+                    metrics["tool_calls"] += time.perf_counter() - t0
+                    break
+                messages.append(tool_message(obs))
+                rendered = await loop.run_in_executor(None, lambda: self.renderer.render(messages, add_generation_prompt=True))
+                metrics["tool_calls"] += time.perf_counter() - t0
+                new_ids = rendered["input_ids"][0].tolist()
+                if new_ids[: len(ids)] != ids:
+                    raise TemplateError(f"sample {sample.id}: the rendered conversation does not extend the generated tokens")
+                delta = new_ids[len(ids) :]
+                if len(mask) + len(delta) >= self.response_length:
+                    # As verl's ToolAgentLoop: a tool turn that does not fit is left out (cutting it
+                    # would separate a video placeholder from its frames).
+                    ended_by = "budget"
+                    break
+                ids += delta
+                mask += [0] * len(delta)
+                logprobs += [0.0] * len(delta)
+                videos = list(rendered["multi_modal_data"].get("video", []))
+                tool_turns += 1
+        except (TemplateError, OSError, RuntimeError, ValueError) as exc:
+            failure = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
+            logger.warning("videoseek episode %s failed: %s", episode_id, failure)
+            ended_by, mask = "failure", [0] * len(mask)
+
+        summary = env.summary()
+        if ended_by in ("budget", "vision_token") and not summary.truncated:
+            summary = dataclasses.replace(summary, truncated=True)
+        return EpisodeResult(
+            prompt_ids=prompt_ids,
+            response_ids=ids[len(prompt_ids) :],
+            response_mask=mask,
+            response_logprobs=logprobs,
+            videos=videos,
+            summary=summary,
+            evidence={k: float(v) for k, v in env.evidence.snapshot().items()},
+            turns=turns,
+            tool_turns=tool_turns,
+            ended_by=ended_by,
+            failure=failure,
+            metrics=metrics,
+        )
+
+    def _turn_params(self, sampling_params: dict[str, Any], budget: int) -> dict[str, Any]:
+        """verl's sampling params for one turn: capped by the turn limit and the response budget."""
+        params = {**sampling_params, "max_tokens": min(self.options.max_turn_tokens, budget)}
+        if self.options.stop:
+            params.update(stop=list(self.options.stop), include_stop_str_in_output=True)
+        return params
+
+    def _policy_tokens(self, token_ids: list[int], budget: int) -> tuple[list[int], bool]:
+        """The turn's tokens within the budget, cut before any vision markup; (tokens, was_cut)."""
+        generated = [int(t) for t in token_ids][:budget]
+        cut = next((k for k, t in enumerate(generated) if t in self.forbidden_ids), None)
+        return (generated, False) if cut is None else (generated[:cut], True)
+
+    # ---- groups ------------------------------------------------------------------------------
+    async def _perturbed_groups(
+        self, sample: VideoSample, sampling_params: dict[str, Any], uid: str, origin_size: int
+    ) -> tuple[dict[str, list[EpisodeSummary]], dict[str, Any] | None]:
+        """Run each perturbed group the preset needs (G~ episodes each); failed episodes are dropped."""
+        size = self.options.perturbed_group_size or origin_size
+        out: dict[str, list[EpisodeSummary]] = {}
+        mask_info = None
+        for kind in self.options.perturbation_kinds():
+            if kind == "mask":
+                if not sample.mask_patterns:
+                    continue  # no annotated pattern: DM-GRPO's r_dm is 0 for this sample
+                # One pattern per sample and step, drawn at random as VideoMend's trainer does.
+                pert: dict[str, Any] = {"kind": "mask", "pattern": stable_seed(uid, "mask") % len(sample.mask_patterns)}
+                mask_info = pert
+            else:
+                pert = {"kind": kind}
+            results = await asyncio.gather(
+                *[
+                    self._episode(sample, sampling_params, episode_id=f"{uid}/{kind}/g{i}", seed=stable_seed(uid, kind, i), perturbation=pert)
+                    for i in range(size)
+                ],
+                return_exceptions=True,
+            )
+            out[kind] = [r.summary for r in results if isinstance(r, EpisodeResult) and r.failure is None]
+        return out, mask_info
+
+    async def _score_group(
+        self, sample: VideoSample, origins: list[EpisodeSummary], perturbed: dict[str, list[EpisodeSummary]], mask_info: dict | None
+    ) -> list[tuple[float, dict[str, float]]]:
+        from videoseek.rewards import score_group
+
+        config = self.options.reward_config()
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(None, lambda: score_group(sample, origins, perturbed, config, perturbation=mask_info))
+
+    # ---- output ------------------------------------------------------------------------------
+    def _record(self, sample: VideoSample, result: EpisodeResult) -> dict[str, Any]:
+        return {
+            "sample_id": sample.id,
+            "reward_preset": self.options.reward_preset,
+            "episode": summary_to_dict(result.summary),
+            "calls": [[float(s), float(e)] for s, e in result.summary.calls],
+            "evidence": result.evidence,
+            "turns": result.turns,
+            "ended_by": result.ended_by,
+            "failure": result.failure,
+            "group_reward": None,
+            "group_components": None,
+        }
+
+    def _output(self, result: EpisodeResult, record: dict[str, Any]) -> AgentLoopOutput:
+        multi_modal_data = {"videos": result.videos} if result.videos else {}
+        return AgentLoopOutput(
+            prompt_ids=result.prompt_ids,
+            response_ids=result.response_ids,
+            response_mask=result.response_mask,
+            response_logprobs=result.response_logprobs if result.response_ids else None,
+            multi_modal_data=multi_modal_data,
+            mm_processor_kwargs=dict(self.renderer.vision_kwargs),
+            num_turns=1 + result.turns + result.tool_turns,  # user, assistant and tool turns, as verl counts
+            metrics=AgentLoopMetrics(**result.metrics),
+            extra_fields={EXTRA_KEY: record},
+        )

@@ -1,0 +1,162 @@
+"""`videoseek export-verl --data samples.jsonl --out DIR`: parquet rows for verl's RL dataset.
+
+One row per sample, in the layout `verl.utils.dataset.rl_dataset.RLHFDataset` reads:
+
+- `prompt`: the chat messages of the episode's start as the renderer writes them (system prompt,
+  then the user turn with a `<video>` placeholder and the question text the env shows at reset);
+- `videos`: one entry per placeholder, the env's sparse initial frames written as JPEG files
+  (`{"video": [frame paths], "sample_fps": n / duration, "min_pixels", "max_pixels"}`), which
+  qwen-vl-utils loads as a video, so verl's length filter and verl's stock single-turn loop (a
+  no-tool baseline) see the frames the env shows;
+- `reward_model.ground_truth`: the answer; `data_source`; `agent_name` = "videoseek";
+- `extra_info`: `index`, `sample_id`, `split`, and `sample` (the `VideoSample` as a JSON string with
+  an absolute video path and its duration filled in), which `VideoSeekAgentLoop` and
+  `compute_score` read.
+
+The agent loop itself does not use the frame files: it rebuilds the conversation from
+`extra_info.sample` through `VideoSeekEnv` and the renderer, so its tokens match a local rollout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from videoseek.agents.policy import Message
+from videoseek.agents.prompting import frames_content, initial_messages
+from videoseek.envs.env import EnvConfig, VideoSeekEnv
+from videoseek.envs.sample import DataError, VideoSample, iter_jsonl
+from videoseek.training.records import AGENT_NAME, sample_to_json
+
+FRAME_QUALITY = 95
+# Qwen2.5-VL's patch (14) x spatial merge (2): qwen-vl-utils resizes frames to multiples of it.
+IMAGE_FACTOR = 28
+
+
+def frame_folder_name(sample_id: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in sample_id)
+
+
+def write_frames(frames: np.ndarray, folder: Path) -> list[str]:
+    """Save frames as JPEG files `000.jpg`, ...; returns their absolute paths."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for k, frame in enumerate(frames):
+        path = folder / f"{k:03d}.jpg"
+        Image.fromarray(np.ascontiguousarray(frame)).save(path, quality=FRAME_QUALITY)
+        paths.append(str(path.resolve()))
+    return paths
+
+
+def video_entry(paths: list[str], timestamps: np.ndarray, duration: float, max_pixels: int | None) -> dict[str, Any]:
+    """The `videos` entry for the sparse frames (qwen-vl-utils' list-of-frames form)."""
+    fps = len(paths) / duration if duration > 0 else 1.0
+    entry: dict[str, Any] = {"video": paths, "sample_fps": float(fps)}
+    if max_pixels:
+        entry["max_pixels"] = int(max_pixels)
+        entry["min_pixels"] = int(min(max_pixels, 4 * IMAGE_FACTOR * IMAGE_FACTOR))
+    return entry
+
+
+def placeholder_prompt(messages: list[Message], video_token: str = "<video>") -> list[dict[str, str]]:
+    """Messages as verl's text prompt: frames become `video_token` where the renderer puts the video.
+
+    The layout follows `ConversationRenderer`: a user turn is "Frames at ...:", the video, a
+    newline, then its text; a tool turn is its text, a newline, then the frames.
+    """
+    out = []
+    for m in messages:
+        if m.num_frames:
+            items = frames_content(np.asarray(m.timestamps), "video")
+            frames = "".join(item["text"] if item["type"] == "text" else video_token for item in items)
+            content = frames + "\n" + m.text if m.role == "user" else m.text + "\n" + frames
+        else:
+            content = m.text
+        out.append({"role": m.role, "content": content})
+    return out
+
+
+def export_row(sample: VideoSample, index: int, split: str, env_config: EnvConfig, frames_root: Path) -> dict[str, Any]:
+    """One parquet row for `sample` (decodes its initial frames through the env)."""
+    env = VideoSeekEnv(sample, env_config)
+    obs, _ = env.reset(seed=0)
+    sample = sample.model_copy(update={"duration": env.duration, "video": str(Path(sample.video).resolve())})
+    frames, ts = obs["frames"], obs["timestamps"]
+    prompt = placeholder_prompt(initial_messages(obs))
+    videos = []
+    if len(ts):
+        paths = write_frames(frames, frames_root / frame_folder_name(sample.id))
+        videos.append(video_entry(paths, ts, env.duration, env_config.max_pixels))
+    return {
+        "data_source": sample.data_source or "videoseek",
+        "agent_name": AGENT_NAME,
+        "prompt": prompt,
+        "videos": videos,
+        "ability": "video_reasoning",
+        "reward_model": {"style": "rule", "ground_truth": sample.answer},
+        "extra_info": {"index": index, "split": split, "sample_id": sample.id, "sample": sample_to_json(sample)},
+    }
+
+
+def export_samples(
+    samples: list[VideoSample], out_dir: str | Path, split: str = "train", env_config: EnvConfig | None = None, progress: bool = True
+) -> Path:
+    """Write `OUT/{split}.parquet` (and its frames under `OUT/frames/{split}/`); returns the parquet path."""
+    import pandas as pd
+
+    if not samples:
+        raise DataError(f"no samples to export for split {split!r}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    config = env_config or EnvConfig()
+    rows = []
+    iterator = samples
+    if progress:
+        from tqdm import tqdm
+
+        iterator = tqdm(samples, desc=f"export {split}", unit="sample")
+    for k, sample in enumerate(iterator):
+        rows.append(export_row(sample, k, split, config, out / "frames" / split))
+    path = out / f"{split}.parquet"
+    pd.DataFrame(rows).to_parquet(path, index=False)
+    return path
+
+
+def split_samples(samples: list[VideoSample], val_fraction: float, seed: int = 0) -> tuple[list[VideoSample], list[VideoSample]]:
+    """A seeded split; at least one validation sample when `val_fraction` > 0 and there are >= 2 samples."""
+    if not 0 <= val_fraction < 1:
+        raise ValueError(f"--val-fraction must be in [0, 1), got {val_fraction}")
+    order = np.random.default_rng(seed).permutation(len(samples))
+    n_val = min(len(samples) - 1, max(1, math.floor(len(samples) * val_fraction))) if val_fraction > 0 and len(samples) > 1 else 0
+    val = [samples[i] for i in sorted(order[:n_val])]
+    train = [samples[i] for i in sorted(order[n_val:])]
+    return train, val
+
+
+# ---- CLI -------------------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", required=True, nargs="+", help="samples JSONL file(s)")
+    parser.add_argument("--out", required=True, help="output folder (train.parquet, val.parquet, frames/)")
+    parser.add_argument("--val-fraction", type=float, default=0.1, help="share of samples for val.parquet (default 0.1)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the train/val split")
+    parser.add_argument("--initial-frames", type=int, default=EnvConfig().initial_frames, help="sparse frames at reset")
+    parser.add_argument("--max-pixels", type=int, default=EnvConfig().max_pixels, help="per-frame pixel budget")
+
+
+def run(args: argparse.Namespace) -> int:
+    samples: list[VideoSample] = []
+    for path in args.data:
+        samples.extend(iter_jsonl(path))
+    config = EnvConfig(initial_frames=args.initial_frames, max_pixels=args.max_pixels)
+    train, val = split_samples(samples, args.val_fraction, args.seed)
+    written = [export_samples(train, args.out, "train", config)]
+    if val:
+        written.append(export_samples(val, args.out, "val", config))
+    for path in written:
+        print(path)
+    return 0

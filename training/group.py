@@ -1,0 +1,139 @@
+"""Group coordination inside one verl agent-loop worker: perturbed groups and group rewards.
+
+verl runs the G rollouts of one prompt as G concurrent `AgentLoopBase.run` coroutines in one
+worker process (v1 trainer: `AgentLoopWorkerTQ._run_prompt` spawns all `rollout.n` sessions of a
+`uid` together; legacy trainer: the repeated batch is gathered in one `generate_sequences`). The
+group rewards of the seeds need the whole group:
+
+- DM-GRPO (VideoMend §5.2–5.4, seed 002): the masked group (G~ rollouts on the masked video)
+  gives p~, shared by every origin rollout of the sample; the mask pattern is drawn once per group.
+- T-GRPO (Video-R1, VideoMend baseline): the shuffled group's accuracy against the origin group's.
+- ProcessThinker (seed 004) scores each trajectory from its own continuations (no group wait).
+
+Design choice (see docs/training.md): the agent loop generates the perturbed rollouts itself
+through verl's server manager and returns only the origin trajectories, so the batch verl trains
+on holds exactly the origin group and GRPO's advantages are normalised within it, as VideoMend
+specifies ("advantages within the origin group"). verl never sees the perturbed rollouts.
+
+How a group is known without knowing G: every session `join`s its group synchronously as the
+first thing `run` does. All sessions of a uid are scheduled together, so all of them have joined
+before any can finish (finishing takes many awaits); a group is complete when every session that
+joined has reported or left (a crashed session leaves in a `finally`). The perturbed group is
+started one event-loop tick after the first join, once all siblings have joined, so its default
+size is the origin group's size (G~ = G, as in VideoMend).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from videoseek.rewards import EpisodeSummary
+
+Scores = list[tuple[float, dict[str, float]]]
+
+
+@dataclass
+class GroupState:
+    """The live state of one group (one uid in one worker)."""
+
+    key: str
+    joined: set[Any] = field(default_factory=set)
+    left: set[Any] = field(default_factory=set)
+    origins: dict[Any, EpisodeSummary] = field(default_factory=dict)
+    perturbed_task: asyncio.Task | None = None
+    score_fn: Callable[[list[EpisodeSummary]], Awaitable[Scores]] | None = None
+    scoring: asyncio.Task | None = None
+    scores: dict[Any, tuple[float, dict[str, float]]] = field(default_factory=dict)
+    error: BaseException | None = None
+    complete: asyncio.Event = field(default_factory=asyncio.Event)
+    collected: set[Any] = field(default_factory=set)
+
+    def is_complete(self) -> bool:
+        return self.joined <= (set(self.origins) | self.left)
+
+
+class GroupCoordinator:
+    """Per-process registry of live groups; a group is dropped once every session has its result."""
+
+    def __init__(self, max_groups: int = 65536) -> None:
+        self.max_groups = max_groups
+        self._groups: OrderedDict[str, GroupState] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._groups)
+
+    def join(self, key: str, session: Any) -> GroupState:
+        """Register `session` in group `key` (synchronous: call before the first await)."""
+        group = self._groups.get(key)
+        if group is None:
+            group = GroupState(key)
+            self._groups[key] = group
+            while len(self._groups) > self.max_groups:  # a leak guard; live groups never get here
+                self._groups.popitem(last=False)
+        group.joined.add(session)
+        return group
+
+    def start_perturbed(self, group: GroupState, make: Callable[[int], Awaitable[Any]]) -> asyncio.Task:
+        """Start the perturbed group once per group; `make(origin_group_size)` runs it."""
+        if group.perturbed_task is None:
+
+            async def after_all_joined() -> Any:
+                await asyncio.sleep(0)  # let the sibling sessions scheduled with this one join first
+                return await make(len(group.joined))
+
+            group.perturbed_task = asyncio.ensure_future(after_all_joined())
+        return group.perturbed_task
+
+    def leave(self, group: GroupState, session: Any) -> None:
+        """A session that will not report (it crashed): the others stop waiting for it."""
+        group.left.add(session)
+        self._maybe_score(group)
+        self._maybe_drop(group)
+
+    async def reward(
+        self,
+        group: GroupState,
+        session: Any,
+        summary: EpisodeSummary,
+        score: Callable[[list[EpisodeSummary]], Awaitable[Scores]],
+    ) -> tuple[float, dict[str, float]]:
+        """Report this session's episode and wait for the group.
+
+        Once every joined session has reported or left, `score(origins)` runs once (origins in
+        session order) and each session gets its own (total, components).
+        """
+        group.origins[session] = summary
+        group.score_fn = score
+        self._maybe_score(group)
+        await group.complete.wait()
+        group.collected.add(session)
+        self._maybe_drop(group)
+        if group.error is not None:
+            raise group.error
+        return group.scores[session]
+
+    def _maybe_score(self, group: GroupState) -> None:
+        if group.is_complete() and group.origins and group.scoring is None and group.score_fn is not None:
+            group.scoring = asyncio.ensure_future(self._score(group))
+
+    async def _score(self, group: GroupState) -> None:
+        sessions = sorted(group.origins, key=_order)
+        try:
+            results = await group.score_fn([group.origins[s] for s in sessions])
+            group.scores.update(zip(sessions, results))
+        except Exception as exc:  # reported to every waiting session
+            group.error = exc
+        finally:
+            group.complete.set()
+
+    def _maybe_drop(self, group: GroupState) -> None:
+        if group.joined <= (group.collected | group.left) and self._groups.get(group.key) is group:
+            del self._groups[group.key]
+
+
+def _order(session: Any) -> tuple[int, Any]:
+    return (0, session) if isinstance(session, int) else (1, str(session))

@@ -1,0 +1,162 @@
+"""One GRPO update in one process, built from verl's own algorithm functions (`--backend local`).
+
+The math is verl's, called on CPU or one GPU without Ray:
+- advantages: `core_algos.compute_grpo_outcome_advantage` through the registered `videoseek_grpo`
+  estimator (origin group normalisation, VideoMend §5.5; rows without policy tokens left out);
+- policy loss: `core_algos.get_policy_loss_fn("vanilla")`, PPO's clipped surrogate with dual clip
+  (Schulman et al. 2017), configured by verl's `ActorConfig` (clip ratios, `loss_agg_mode`);
+- KL to the frozen reference: `core_algos.kl_penalty` (`kl_loss_type`, default `low_var_kl`, the
+  k3 estimator) aggregated by `core_algos.agg_loss`, weighted by `kl_loss_coef`, as verl's actor
+  adds it when `use_kl_loss` is on;
+- token log-probabilities: `verl.utils.torch_functional.logprobs_from_logits`.
+
+What is ours: turning an episode into one token sequence with a loss mask (done by the caller),
+per-episode forward passes (one sequence at a time, so Qwen2.5-VL's M-RoPE positions and its
+video features need no padding logic), and the optimizer step with gradient clipping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from verl.trainer.ppo.core_algos import agg_loss, get_adv_estimator_fn, get_policy_loss_fn, kl_penalty
+from verl.utils.torch_functional import logprobs_from_logits
+
+from videoseek.training.estimators import ESTIMATOR_NAME
+
+
+@dataclass
+class TokenizedEpisode:
+    """One episode as the model reads it: the whole conversation and which tokens the policy wrote."""
+
+    input_ids: torch.Tensor  # (L,) int64
+    loss_mask: torch.Tensor  # (L,) 1 on tokens the policy generated, 0 on prompt / tool / frames
+    model_inputs: dict[str, torch.Tensor] = field(default_factory=dict)  # pixel_values_videos, video_grid_thw, ...
+
+    def __post_init__(self) -> None:
+        if self.input_ids.shape != self.loss_mask.shape or self.input_ids.dim() != 1:
+            raise ValueError(f"input_ids {tuple(self.input_ids.shape)} and loss_mask {tuple(self.loss_mask.shape)} must be equal 1-D shapes")
+
+
+@dataclass
+class UpdateStats:
+    loss: float
+    pg_loss: float
+    kl: float
+    grad_norm: float
+    pg_clipfrac: float
+    ppo_kl: float
+    policy_tokens: int
+    advantages: list[float]
+
+
+def token_logprobs(model: torch.nn.Module, episode: TokenizedEpisode, device: torch.device | str) -> torch.Tensor:
+    """log p(x_t | x_<t) for t = 1..L-1 under `model` (shape (L-1,)); differentiable."""
+    ids = episode.input_ids.to(device).unsqueeze(0)
+    extra = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in episode.model_inputs.items()}
+    out = model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False, **extra)
+    logits = out.logits[0, :-1].float()
+    return logprobs_from_logits(logits, ids[0, 1:])
+
+
+def pad_rows(rows: Sequence[torch.Tensor], value: float = 0.0) -> torch.Tensor:
+    """Right-pad 1-D tensors into a (len(rows), max_len) matrix."""
+    width = max(int(r.numel()) for r in rows)
+    out = torch.full((len(rows), width), value, dtype=rows[0].dtype, device=rows[0].device)
+    for i, r in enumerate(rows):
+        out[i, : r.numel()] = r
+    return out
+
+
+def response_mask_of(episodes: Sequence[TokenizedEpisode]) -> torch.Tensor:
+    """(B, max_len-1) mask aligned with `token_logprobs` (position t predicts token t+1)."""
+    return pad_rows([e.loss_mask[1:].to(torch.float32) for e in episodes])
+
+
+def outcome_rewards(rewards: Sequence[float], mask: torch.Tensor) -> torch.Tensor:
+    """Token-level rewards with each episode's reward on its last policy token, as verl places them."""
+    scores = torch.zeros_like(mask, dtype=torch.float32)
+    for i, r in enumerate(rewards):
+        positions = torch.nonzero(mask[i] > 0).flatten()
+        if positions.numel():
+            scores[i, positions[-1]] = float(r)
+    return scores
+
+
+def grpo_advantages(rewards: Sequence[float], group_ids: Sequence[str], mask: torch.Tensor, norm_by_std: bool = True) -> torch.Tensor:
+    """Per-token advantages from the registered `videoseek_grpo` estimator (verl's GRPO arithmetic)."""
+    estimator = get_adv_estimator_fn(ESTIMATOR_NAME)
+    adv, _ = estimator(
+        token_level_rewards=outcome_rewards(rewards, mask),
+        response_mask=mask,
+        index=np.asarray(group_ids, dtype=object),
+        config={"norm_adv_by_std_in_grpo": norm_by_std},
+    )
+    return adv
+
+
+def batch_logprobs(model: torch.nn.Module, episodes: Sequence[TokenizedEpisode], device: torch.device | str) -> torch.Tensor:
+    return pad_rows([token_logprobs(model, e, device) for e in episodes])
+
+
+def grpo_update(
+    policy: torch.nn.Module,
+    reference: torch.nn.Module | None,
+    optimizer: torch.optim.Optimizer,
+    episodes: Sequence[TokenizedEpisode],
+    rewards: Sequence[float],
+    group_ids: Sequence[str],
+    actor_config: Any,
+    device: torch.device | str = "cpu",
+    norm_by_std: bool = True,
+) -> UpdateStats:
+    """One on-policy GRPO step over `episodes` (one mini-batch, one PPO epoch, as GRPO does).
+
+    `actor_config` is verl's `ActorConfig` (from the composed hydra config): clip ratios,
+    `loss_agg_mode`, `use_kl_loss`, `kl_loss_coef`, `kl_loss_type`, `grad_clip`.
+    """
+    mask = response_mask_of(episodes).to(device)
+    advantages = grpo_advantages(rewards, group_ids, mask.cpu(), norm_by_std).to(device)
+    policy.eval()  # dropout off: old and new log-probs must come from the same function
+    with torch.no_grad():
+        old_logprobs = batch_logprobs(policy, episodes, device)
+        ref_logprobs = batch_logprobs(reference, episodes, device) if reference is not None else None
+
+    optimizer.zero_grad(set_to_none=True)
+    new_logprobs = batch_logprobs(policy, episodes, device)
+    policy_loss_fn = get_policy_loss_fn(actor_config.policy_loss.get("loss_mode", "vanilla"))
+    pg_loss, pg_metrics = policy_loss_fn(
+        old_log_prob=old_logprobs,
+        log_prob=new_logprobs,
+        advantages=advantages,
+        response_mask=mask,
+        loss_agg_mode=actor_config.loss_agg_mode,
+        config=actor_config,
+    )
+    kl_value = torch.zeros((), device=device)
+    loss = pg_loss
+    if ref_logprobs is not None:
+        kld = kl_penalty(new_logprobs, ref_logprobs, actor_config.kl_loss_type)
+        kl_value = agg_loss(kld, mask, actor_config.loss_agg_mode)
+        if actor_config.use_kl_loss:
+            loss = loss + actor_config.kl_loss_coef * kl_value
+    loss.backward()
+    grad_clip = float(getattr(actor_config, "grad_clip", 1.0) or 1.0)
+    grad_norm = torch.nn.utils.clip_grad_norm_([p for p in policy.parameters() if p.requires_grad], grad_clip)
+    optimizer.step()
+
+    first_policy_token = mask.argmax(dim=1)
+    return UpdateStats(
+        loss=float(loss.detach()),
+        pg_loss=float(pg_loss.detach()),
+        kl=float(kl_value.detach()),
+        grad_norm=float(grad_norm),
+        pg_clipfrac=float(pg_metrics.get("actor/pg_clipfrac", 0.0)),
+        ppo_kl=float(pg_metrics.get("actor/ppo_kl", 0.0)),
+        policy_tokens=int(mask.sum()),
+        advantages=[float(advantages[i, first_policy_token[i]]) for i in range(len(episodes))],
+    )

@@ -1,0 +1,61 @@
+"""What crosses process boundaries in verl: the sample in a parquet row, the episode in `extra_fields`.
+
+verl moves per-sample data between Ray workers as numpy object arrays (and, in the v1 trainer,
+through TransferQueue), so everything here is plain JSON-able Python.
+
+- The parquet row's `extra_info["sample"]` holds the `VideoSample` as a JSON *string*: pyarrow
+  would otherwise store nested dicts as structs whose keys are unified across rows, turning
+  `key_frames[*].boxes` (object names differ per sample) into dicts padded with nulls.
+- `VideoSeekAgentLoop` puts one dict under `extra_fields["videoseek"]` (the `EXTRA_KEY`); verl's
+  reward manager merges `extra_fields` into the `extra_info` that `compute_score` receives.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Any
+
+from videoseek.envs.sample import DataError, VideoSample
+from videoseek.rewards import EpisodeSummary
+
+EXTRA_KEY = "videoseek"
+AGENT_NAME = "videoseek"
+
+
+def sample_to_json(sample: VideoSample) -> str:
+    """The sample as one JSON string (absolute video path, as the env in a worker needs)."""
+    return json.dumps(sample.to_json_row(), ensure_ascii=False)
+
+
+def sample_from_extra_info(extra_info: dict[str, Any] | None) -> VideoSample:
+    """The `VideoSample` stored in a row's `extra_info["sample"]`; DataError naming the field if absent or bad."""
+    if not extra_info or "sample" not in extra_info or extra_info["sample"] is None:
+        raise DataError("extra_info.sample: missing (rows must come from `videoseek export-verl`)")
+    raw = extra_info["sample"]
+    try:
+        row = json.loads(raw) if isinstance(raw, str) else dict(raw)
+        return VideoSample.model_validate(row)
+    except (ValueError, TypeError) as exc:
+        first = str(exc).splitlines()[0]
+        raise DataError(f"extra_info.sample: not a valid VideoSample ({first})") from None
+
+
+def summary_to_dict(summary: EpisodeSummary) -> dict[str, Any]:
+    """An `EpisodeSummary` as plain data (calls as [start, end] lists)."""
+    d = asdict(summary)
+    d["calls"] = [[float(s), float(e)] for s, e in summary.calls]
+    return d
+
+
+def summary_from_dict(d: dict[str, Any]) -> EpisodeSummary:
+    """Inverse of `summary_to_dict`; unknown keys are ignored so older records still load."""
+    return EpisodeSummary(
+        prediction=d.get("prediction"),
+        assistant_turns=[str(t) for t in d.get("assistant_turns") or []],
+        calls=[(float(s), float(e)) for s, e in d.get("calls") or []],
+        invalid_calls=int(d.get("invalid_calls") or 0),
+        duration=float(d.get("duration") or 0.0),
+        truncated=bool(d.get("truncated", False)),
+        metadata=dict(d.get("metadata") or {}),
+    )

@@ -1,0 +1,90 @@
+"""`compute_score` for verl's `reward.custom_reward_function` (path `pkg://videoseek.training.reward_fn`).
+
+verl's reward manager calls `compute_score(data_source, solution_str, ground_truth, extra_info)`
+once per trajectory. `extra_info` is the parquet row's `extra_info` (with the sample) merged with
+the `extra_fields` the agent loop returned (`extra_fields["videoseek"]`: the episode summary, the
+evidence state, the reward preset, and, for group presets, the group reward already computed by
+`videoseek.rewards.score_group` inside the agent loop).
+
+The score is `score_episode(sample, episode, RewardConfig(preset=...))`, the same function the
+env calls at its terminal step, so the local backend, the env and verl score an episode
+identically. For the group presets (DM-GRPO, T-GRPO, ProcessThinker) a single trajectory cannot
+see its group, so the agent loop's group reward is used and `group_term` reports the part of it
+that the group added.
+
+The result is a dict: `score` plus a fixed set of keys per preset (verl stacks every key across
+the batch, so all trajectories of a run must return the same keys).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from videoseek.rewards import EpisodeSummary, RewardConfig, accuracy_reward, score_episode
+from videoseek.training.records import EXTRA_KEY, sample_from_extra_info, summary_from_dict
+
+_LAST_ANSWER = re.compile(r"<answer>(.*?)(?:</answer>|$)", re.DOTALL)
+
+DEFAULT_PRESET = "default"
+
+
+def episode_from_response(text: str, duration: float) -> EpisodeSummary:
+    """An episode read from a decoded response alone (rows not produced by `VideoSeekAgentLoop`)."""
+    answers = _LAST_ANSWER.findall(text or "")
+    prediction = answers[-1].strip() if answers else None
+    return EpisodeSummary(prediction=prediction, assistant_turns=[text or ""], calls=[], invalid_calls=0, duration=duration)
+
+
+def resolve_preset(extra_info: dict[str, Any], record: dict[str, Any] | None, preset: str | None) -> str:
+    """The preset: the agent loop's, else the row's `extra_info.reward_preset`, else `preset`, else default."""
+    return (record or {}).get("reward_preset") or extra_info.get("reward_preset") or preset or DEFAULT_PRESET
+
+
+def compute_score(
+    data_source: str | None = None,
+    solution_str: str = "",
+    ground_truth: Any = None,
+    extra_info: dict[str, Any] | None = None,
+    preset: str | None = None,
+    **unused: Any,
+) -> dict[str, float]:
+    """Score one trajectory; returns `{"score": total, "acc": accuracy, ...components}`.
+
+    `preset` may come from `reward.custom_reward_function.reward_kwargs`; the agent loop's preset
+    wins when both are given. A malformed `extra_info` (no sample) raises `DataError` naming the
+    field: that is a data problem, never something a policy wrote.
+    """
+    info = dict(extra_info or {})
+    sample = sample_from_extra_info(info)
+    record = info.get(EXTRA_KEY) or None
+    config = RewardConfig(preset=resolve_preset(info, record, preset))
+    if record is not None and record.get("episode") is not None:
+        episode = summary_from_dict(record["episode"])
+    else:
+        episode = episode_from_response(solution_str, float(sample.duration or 0.0))
+
+    total, components = score_episode(sample, episode, config)
+    group_reward = (record or {}).get("group_reward")
+    group_term = 0.0
+    if group_reward is not None:
+        group_term = float(group_reward) - float(total)
+        total = float(group_reward)
+    failed = bool((record or {}).get("failure"))
+    if failed:  # the env could not run this episode: no signal; the estimator drops the row
+        total = 0.0
+
+    evidence = (record or {}).get("evidence") or {}
+    out: dict[str, float] = {
+        "score": float(total),
+        "acc": float(accuracy_reward(episode.prediction, sample)),
+        "coverage": float(evidence.get("coverage", 0.0)),
+        "num_calls": float(len(episode.calls)),
+        "invalid_calls": float(episode.invalid_calls),
+        "truncated": float(episode.truncated),
+        "failed": float(failed),
+        "group_term": group_term,
+    }
+    for name in config.component_weights():
+        out[name] = float(components.get(name, 0.0))
+    return out
