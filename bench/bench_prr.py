@@ -145,6 +145,19 @@ def main() -> None:
     print(f"  videoseek, new texts, warm stems:     {warm * 1e3:8.2f} ms / reward  -> {base / warm:6.1f}x faster")
     print(f"  median reward {statistics.median(fast_vals):.4f}")
 
+    # sentence splitters on the same traces: the default regex against pysbd
+    split_sentences(generated[0], method="pysbd")  # build pysbd's segmenter outside the timing
+    t_regex = min(_timed(lambda: [split_sentences(g) for g in generated]) for _ in range(args.repeat)) / len(generated)
+    t_pysbd = min(_timed(lambda: [split_sentences(g, method="pysbd") for g in generated]) for _ in range(2)) / len(generated)
+    agree = sum(split_sentences(g) == split_sentences(g, method="pysbd") for g in generated)
+    print(f"  splitter per trace: regex {t_regex * 1e3:.3f} ms, pysbd {t_pysbd * 1e3:.2f} ms ({t_pysbd / t_regex:.0f}x); same split on {agree}/{len(generated)} traces")
+
+
+def _timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
 
 if __name__ == "__main__":
     main()

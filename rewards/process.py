@@ -43,7 +43,9 @@ def subsequence_dtw(cost, k_ref: int = 2, k_target: int = 2) -> float:
     P[0, j] = 0 for every j (the alignment may start anywhere in the target), P[i, 0] = ∞ for
     i ≥ 1, and P[i, j] = C[i, j] + min(P[i−1, j−1], min_{1≤k≤min(k_ref,i)} P[i−k, j],
     min_{1≤k≤min(k_target,j)} P[i, j−k]); the result is min_j P[n, j] (it may end anywhere).
-    With no reference row the distance is 0; with no target column it is ∞.
+    With no reference row the distance is 0; with no target column it is ∞. As written in the
+    paper, a vertical jump (k_ref ≥ 2) skips reference rows, the first one included (a jump from
+    the free row 0), so a reference step that nothing matches can be bypassed.
 
     >>> subsequence_dtw([[0.0, 1.0, 1.0], [1.0, 1.0, 0.0]])   # skip the middle target step
     0.0
@@ -145,4 +147,4 @@ def process_reward(
     reward = math.exp(-alpha * scaled)
     if not return_breakdown:
         return reward
-    return reward, {"distance": distance, "ref_steps": len(ref), "gen_steps": len(gen), "cost": cost}
+    return reward, {"distance": distance, "ref_steps": ref.n, "gen_steps": len(gen), "cost": cost}

@@ -1,0 +1,108 @@
+"""CS-GRPO clue-seek reward: hand-worked values, properties, and agreement with the env's EvidenceState."""
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from videoseek.envs.evidence import EvidenceState
+from videoseek.rewards import ClueSeekParams, clue_seek_reward
+
+CLUES = [(10.0, 20.0)]
+
+
+def test_one_call_on_the_clue():
+    # coverage 1, E = 10/12, one useful call: 1.0 * 1 + 0.1 * 1
+    r, b = clue_seek_reward([(9, 21)], CLUES, 60, return_breakdown=True)
+    assert b["coverage"] == 1.0 and b["evidence"] == pytest.approx(10 / 12) and b["useful"] == 1
+    assert r == pytest.approx(1.1)
+
+
+def test_hand_worked_mixed_episode():
+    calls = [(10, 15), (15.2, 20), (40, 50), (10, 15), (0, 1)]
+    r, b = clue_seek_reward(calls, CLUES, 60, invalid_calls=1, return_breakdown=True)
+    # E: 5/10 = .5 (+.5, useful); 9.8/10 = .98 (+.48, useful, adjacent: gap .2 -> fragment);
+    # 9.8/20 = .49 (-.49, drop); dup of call 0 (gain 0); 9.8/21 (-.023, not a drop; not adjacent)
+    assert b["gains"] == pytest.approx([0.5, 0.48, -0.49, 0.0, 9.8 / 21 - 0.49])
+    assert (b["useful"], b["fragments"], b["drops"], b["duplicates"], b["invalid"]) == (2, 1, 1, 1, 1)
+    assert b["calls"] == 6 and b["excess"] == 3
+    assert b["coverage"] == pytest.approx(0.98)
+    expected = 0.98 + 0.1 * 2 - 0.1 * 3 - 0.2 * 1 - 0.1 * 1 - 0.2 * 1 - 0.1 * 1
+    assert r == pytest.approx(expected)
+
+
+def test_no_calls_and_no_clues():
+    assert clue_seek_reward([], CLUES, 60) == 0.0
+    assert clue_seek_reward([(1, 2)], [], 60) == 0.0  # nothing to cover, nothing gained, no penalty
+    assert clue_seek_reward([(70, 80)], CLUES, 60) == 0.0  # entirely outside the video: ignored
+
+
+def test_parameters_override_and_floor():
+    assert clue_seek_reward([(9, 21)], CLUES, 60, gain_weight=0.0) == pytest.approx(1.0)
+    assert clue_seek_reward([(9, 21)], CLUES, 60, params=ClueSeekParams(coverage_weight=2.0)) == pytest.approx(2.1)
+    many = [(50 + i * 0.01, 51 + i * 0.01) for i in range(30)]  # 30 near-duplicates
+    assert clue_seek_reward(many, CLUES, 60) == -1.0  # min_reward floor
+    with pytest.raises(ValueError):
+        clue_seek_reward([(1, 2)], CLUES, 60, not_a_parameter=1.0)
+
+
+def test_min_run_counts_fragments_from_the_nth_member():
+    calls = [(10, 12), (12, 14), (14, 16), (16, 18)]  # one run of four adjacent fragments
+    assert clue_seek_reward(calls, CLUES, 60, return_breakdown=True)[1]["fragments"] == 3
+    assert clue_seek_reward(calls, CLUES, 60, min_run=3, return_breakdown=True)[1]["fragments"] == 2
+
+
+interval = st.tuples(st.floats(0, 59), st.floats(0.2, 20)).map(lambda t: (round(t[0], 1), round(min(60.0, t[0] + t[1]), 1)))
+calls_st = st.lists(interval, max_size=7)
+clues_st = st.lists(interval, min_size=1, max_size=3)
+
+
+@settings(max_examples=200, deadline=None)
+@given(calls_st, clues_st, st.integers(0, 3))
+def test_bounds(calls, clues, invalid):
+    p = ClueSeekParams()
+    r = clue_seek_reward(calls, clues, 60, invalid_calls=invalid)
+    # useful calls raise E by > 0.1 each and E <= 1, so at most 9 of them
+    assert p.min_reward <= r <= p.coverage_weight + p.gain_weight * min(len(calls), 9)
+
+
+@settings(max_examples=200, deadline=None)
+@given(calls_st.filter(len), clues_st, st.data())
+def test_a_duplicate_call_never_raises_the_reward(calls, clues, data):
+    k = data.draw(st.integers(0, len(calls) - 1))
+    at = data.draw(st.integers(k + 1, len(calls)))
+    with_dup = calls[:at] + [calls[k]] + calls[at:]
+    assert clue_seek_reward(with_dup, clues, 60) <= clue_seek_reward(calls, clues, 60) + 1e-12
+
+
+# disjoint calls on a 6 s grid, at most 4 s long: never duplicates, never adjacent fragments
+grid_calls = st.lists(st.tuples(st.integers(0, 9), st.floats(0.5, 4.0)), min_size=1, max_size=5, unique_by=lambda t: t[0]).map(
+    lambda cs: [(6.0 * slot, 6.0 * slot + round(length, 2)) for slot, length in cs]
+)
+
+
+@settings(max_examples=120, deadline=None)
+@given(grid_calls, clues_st, st.data())
+def test_more_coverage_at_equal_calls_never_lowers_it(calls, clues, data):
+    """Shrink one call: the same number of calls, no more coverage; unless that changes which
+    calls count as useful or as drops, the reward cannot go up."""
+    k = data.draw(st.integers(0, len(calls) - 1))
+    s, e = calls[k]
+    shrunk = calls[:k] + [(s, s + (e - s) * data.draw(st.floats(0.1, 1.0)))] + calls[k + 1 :]
+    ra, a = clue_seek_reward(calls, clues, 60, return_breakdown=True)
+    rb, b = clue_seek_reward(shrunk, clues, 60, return_breakdown=True)
+    assert a["coverage"] >= b["coverage"] - 1e-12
+    assume(a["useful"] == b["useful"] and a["drops"] == b["drops"])
+    assert ra >= rb - 1e-12
+
+
+@settings(max_examples=200, deadline=None)
+@given(calls_st, clues_st)
+def test_agrees_with_env_evidence_state(calls, clues):
+    """Gains, duplicates and adjacency are the ones the env records in its trajectories."""
+    state = EvidenceState(clue_intervals=clues, duration=60.0)
+    records = [state.add(s, e) for s, e in calls]
+    _, b = clue_seek_reward(calls, clues, 60, return_breakdown=True)
+    assert b["gains"] == pytest.approx([r.gain for r in records], abs=1e-12)
+    assert b["duplicate_of"] == [r.duplicate_of for r in records]
+    assert b["adjacent"] == [r.adjacent_to_previous for r in records]
+    assert b["coverage"] == pytest.approx(state.coverage if records else 0.0)
