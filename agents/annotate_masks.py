@@ -131,11 +131,15 @@ def _start(job: MaskJob, config: Any, policy_name: str, seed: int) -> None:
 
 
 def _step(job: MaskJob, out: PolicyOutput) -> None:
-    from videoseek.agents.prompting import tool_message
+    from videoseek.agents.prompting import assistant_message, tool_message
 
     text = out.text if isinstance(out, PolicyOutput) else str(out)
-    job.messages.append(Message("assistant", text))
+    token_ids = out.token_ids if isinstance(out, PolicyOutput) else None
+    # With token ids the renderer re-uses the generated tokens (token-exact history), as in rollouts.
+    job.messages.append(assistant_message(text, token_ids))
     obs, _, terminated, truncated, info = job.env.step(text)
+    if token_ids is not None:
+        job.env.trajectory.turns[-1].tokens = {"prompt": len(out.prompt_token_ids or []), "completion": len(token_ids)}
     if terminated or truncated:
         job.done = True
         job.correct = bool(info.get("correct"))  # a truncated episode never answered: not correct
@@ -146,6 +150,21 @@ def _step(job: MaskJob, out: PolicyOutput) -> None:
 def _fail(job: MaskJob, where: str, exc: BaseException) -> None:
     job.done = True
     job.failure = f"{where}: {type(exc).__name__}: {exc}".splitlines()[0][:300]
+
+
+def _act(policy: Policy, jobs: list[MaskJob], inputs: list[PolicyInput]) -> list[PolicyOutput | None]:
+    """One batched policy call; when it fails, each episode is retried alone so that only the
+    episodes whose input breaks the policy fail (None), never the whole batch."""
+    try:
+        outputs = policy.act(inputs)
+        if len(outputs) != len(inputs):
+            raise RuntimeError(f"policy returned {len(outputs)} outputs for {len(inputs)} inputs")
+        return list(outputs)
+    except Exception as exc:
+        if len(inputs) == 1:
+            _fail(jobs[0], "policy", exc)
+            return [None]
+    return [out for j, inp in zip(jobs, inputs) for out in _act(policy, [j], [inp])]
 
 
 @dataclass
@@ -224,15 +243,9 @@ def annotate_samples(
         active = [j for j in live if not j.done]
         if active:
             inputs = [PolicyInput(j.sample, j.messages, j.env.evidence, len(j.env.trajectory.turns), j.episode_id, j.rng) for j in active]
-            try:
-                outputs = policy.act(inputs)
-                if len(outputs) != len(inputs):
-                    raise RuntimeError(f"policy returned {len(outputs)} outputs for {len(inputs)} inputs")
-            except Exception as exc:
-                for j in active:
-                    _fail(j, "policy", exc)
-                outputs = []
-            for j, out in zip(active, outputs):
+            for j, out in zip(active, _act(policy, active, inputs)):
+                if out is None:
+                    continue
                 try:
                     _step(j, out)
                 except Exception as exc:
