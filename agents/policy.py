@@ -25,6 +25,8 @@ class Message:
     text: str
     frames: np.ndarray | None = None
     timestamps: np.ndarray | None = None
+    # The sampled ids of an assistant turn: renderers use them verbatim, never re-tokenising.
+    token_ids: list[int] | None = None
 
     @property
     def num_frames(self) -> int:

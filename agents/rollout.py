@@ -23,7 +23,7 @@ import numpy as np
 from PIL import Image
 
 from videoseek.agents.policy import Message, Policy, PolicyInput, PolicyOutput
-from videoseek.agents.prompting import initial_messages, tool_message
+from videoseek.agents.prompting import assistant_message, initial_messages, tool_message
 from videoseek.envs.env import EnvConfig, VideoSeekEnv
 from videoseek.envs.sample import VideoSample
 from videoseek.envs.trajectory import Trajectory
@@ -48,19 +48,26 @@ class TrajectoryWriter:
         self._lock = threading.Lock()
 
     def finished_episodes(self) -> set[str]:
-        """Episode ids already written (a truncated last line is ignored and rewritten)."""
-        done: set[str] = set()
+        """Episode ids already written (unreadable lines, e.g. one cut by a killed run, are dropped)."""
+        return {json.loads(line)["episode_id"] for line in self._rewrite(lambda episode_id: True)}
+
+    def drop(self, episode_ids: set[str]) -> None:
+        """Remove these episodes' lines (a group that is rerun is rewritten whole)."""
+        self._rewrite(lambda episode_id: episode_id not in episode_ids)
+
+    def _rewrite(self, keep: Callable[[str], bool]) -> list[str]:
         if not self.path.exists():
-            return done
+            return []
         good: list[str] = []
         for line in self.path.read_text(encoding="utf-8").splitlines():
             try:
-                done.add(json.loads(line)["episode_id"])
-                good.append(line)
+                if keep(json.loads(line)["episode_id"]):
+                    good.append(line)
             except (json.JSONDecodeError, KeyError, TypeError):
                 continue
-        self.path.write_text("".join(g + "\n" for g in good), encoding="utf-8")
-        return done
+        with self._lock:
+            self.path.write_text("".join(g + "\n" for g in good), encoding="utf-8")
+        return good
 
     def write(self, traj: Trajectory, frames_by_turn: dict[int, np.ndarray] | None = None) -> None:
         frames_by_turn = frames_by_turn or {}
@@ -177,6 +184,8 @@ def run_rollouts(
     once all of its episodes have finished; they replace `reward` on the origin episodes.
     """
     config = env_config or EnvConfig()
+    # The reward preset may need perturbed groups (dmgrpo: mask, tgrpo: shuffle): run them.
+    perturbations = list(dict.fromkeys([*perturbations, *config.reward.group_kinds()]))
     writer = TrajectoryWriter(out_dir) if out_dir is not None else None
     done_ids = writer.finished_episodes() if writer else set()
     planned = plan_episodes(samples, group_size, perturbations, seed)
@@ -185,6 +194,8 @@ def run_rollouts(
         by_sample.setdefault(ep.group_id, []).append(ep)
     # Resume per sample: a group is rescored as a whole, so rerun it unless all of it is written.
     todo = [ep for eps in by_sample.values() if not all(e.episode_id in done_ids for e in eps) for ep in eps]
+    if writer:
+        writer.drop({ep.episode_id for ep in todo})
     results: list[Trajectory] = []
     pending: dict[str, list[Episode]] = {}
     for ep in todo:
@@ -209,23 +220,16 @@ def run_rollouts(
                 PolicyInput(ep.sample, ep.messages, ep.env.evidence, len(ep.env.trajectory.turns), ep.episode_id, ep.rng)
                 for ep in active
             ]
-            try:
-                outputs = policy.act(inputs)
-                if len(outputs) != len(inputs):
-                    raise RuntimeError(f"policy returned {len(outputs)} outputs for {len(inputs)} inputs")
-            except Exception as exc:  # a policy crash fails this batch's episodes, not the run
-                for ep in active:
-                    _record_failure(ep, "policy", exc)
-                outputs = []
-            for ep, out in zip(active, outputs):
-                _advance(ep, out)
+            for ep, out in zip(active, _act(policy, active, inputs)):
+                if out is not None:
+                    _advance(ep, out)
         still = []
         for ep in live:
             if ep.done:
                 finished_count += 1
                 bar.update(1, rate=finished_count / max(time.perf_counter() - t0, 1e-9))
-                group = pending[ep.group_id]
-                if all(e.done for e in group):
+                group = pending.get(ep.group_id)  # None once a sibling has finished the group
+                if group is not None and all(e.done for e in group):
                     trajs = _finish_group(group, config, policy.name)
                     for traj, e in zip(trajs, group):
                         if writer:
@@ -243,10 +247,25 @@ def run_rollouts(
     return results
 
 
+def _act(policy: Policy, active: list[Episode], inputs: list[PolicyInput]) -> list[PolicyOutput | None]:
+    """One batched policy call; if it fails, each episode is retried alone so that only the
+    episodes whose input breaks the policy are failed (and recorded), never the run."""
+    try:
+        outputs = policy.act(inputs)
+        if len(outputs) != len(inputs):
+            raise RuntimeError(f"policy returned {len(outputs)} outputs for {len(inputs)} inputs")
+        return list(outputs)
+    except Exception as exc:
+        if len(inputs) == 1:
+            _record_failure(active[0], "policy", exc)
+            return [None]
+    return [out for ep, inp in zip(active, inputs) for out in _act(policy, [ep], [inp])]
+
+
 def _advance(ep: Episode, out: PolicyOutput) -> None:
     try:
         text = out.text if isinstance(out, PolicyOutput) else str(out)
-        ep.messages.append(Message("assistant", text))
+        ep.messages.append(assistant_message(text, out.token_ids if isinstance(out, PolicyOutput) else None))
         obs, _, terminated, truncated, info = ep.env.step(text)
         turn = ep.env.trajectory.turns[-1]
         if out.token_ids is not None:
@@ -285,7 +304,12 @@ def _finish_group(group: list[Episode], config: EnvConfig, policy_name: str) -> 
     ok = [(t, ep) for t, ep in origin if ep.env is not None and ep.env.trajectory is not None and not ep.failure]
     if ok:
         sample = group[0].sample
-        final = score_group(sample, [ep.env.summary() for _, ep in ok], perturbed, config.reward, perturbation=_mask_info(group))
+        try:
+            final = score_group(sample, [ep.env.summary() for _, ep in ok], perturbed, config.reward, perturbation=_mask_info(group))
+        except ValueError as exc:  # e.g. a DM-GRPO sample without mask patterns: keep per-episode rewards
+            for t, _ in ok:
+                t.metrics["group_reward_error"] = str(exc).splitlines()[0]
+            final = [(t.reward, t.reward_components) for t, _ in ok]
         for (t, _), (total, components) in zip(ok, final):
             t.reward, t.reward_components = float(total), dict(components)
         for t, a in zip([t for t, _ in ok], group_advantages([t.reward for t, _ in ok])):

@@ -14,6 +14,7 @@ measure of how much the tasks need seeking.
 from __future__ import annotations
 
 import json
+import re
 import zlib
 
 import numpy as np
@@ -22,6 +23,10 @@ from videoseek.agents.policy import Message, PolicyInput, PolicyOutput
 from videoseek.envs.perceive import perceive
 from videoseek.envs.sample import ProblemType, VideoSample
 from videoseek.rewards.intervals import union
+
+
+_THINK_BLOCK = re.compile(r"<think>(.*?)</think>", re.S)
+_ANSWER_BLOCK = re.compile(r"<answer>.*?</answer>", re.S)
 
 
 def tool_call(start: float, end: float) -> str:
@@ -45,6 +50,25 @@ def guess(sample: VideoSample, rng: np.random.Generator) -> str:
     if sample.problem_type in (ProblemType.numerical, ProblemType.regression):
         return str(int(rng.integers(0, 6)))
     return "unknown"
+
+
+def reasoning_of(reference: str | None) -> str:
+    """The thinking of a reference trace (references may be full responses with think and answer tags)."""
+    if not reference:
+        return "I have inspected the clue intervals."
+    m = _THINK_BLOCK.search(reference)
+    body = m.group(1) if m else _ANSWER_BLOCK.sub("", reference)
+    return body.strip() or "I have inspected the clue intervals."
+
+
+def grounded_evidence(sample: VideoSample) -> str:
+    """Open-o3-Video style citations of the annotated key-frame objects (the oracle's privilege)."""
+    cites = [
+        f"<obj>{name}</obj><box>[{', '.join(f'{v:.3f}' for v in box)}]</box>at<t>{kf.time:.1f}</t>s"
+        for kf in sample.key_frames
+        for name, box in kf.boxes.items()
+    ]
+    return ("\nGrounded evidence: " + "; ".join(cites) + ".") if cites else ""
 
 
 def answer_from_frames(inp: PolicyInput, think: str) -> PolicyOutput:
@@ -78,8 +102,7 @@ class OraclePolicy:
             s, e = spans[k]
             why = "The sparse frames do not show the moment the question is about." if k == 0 else "I need the next clue."
             return PolicyOutput(text=f"<think>{why} I will look at {s:.1f}-{e:.1f}s.</think>\n{tool_call(s, e)}")
-        think = inp.sample.reference_reasoning or "I have inspected the clue intervals."
-        return answer_from_frames(inp, think)
+        return answer_from_frames(inp, reasoning_of(inp.sample.reference_reasoning) + grounded_evidence(inp.sample))
 
 
 class UniformPolicy:

@@ -1,0 +1,159 @@
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from videoseek.agents.evaluate import summarize
+from videoseek.agents.policy import PolicyOutput
+from videoseek.agents.rollout import group_advantages, load_policy, read_trajectories, run_rollouts
+from videoseek.agents.scripted import OraclePolicy
+from videoseek.envs.env import EnvConfig
+from videoseek.envs.sample import VideoSample
+from videoseek.envs.synth import generate_dataset
+from videoseek.rewards import RewardConfig
+
+
+@pytest.fixture(scope="module")
+def synth_samples(tmp_path_factory) -> list[VideoSample]:
+    return generate_dataset(tmp_path_factory.mktemp("synth"), n=5, seed=1)
+
+
+def test_oracle_sees_and_answers_no_tool_mostly_cannot(synth_samples):
+    oracle = run_rollouts(synth_samples, load_policy("oracle"), progress=False)
+    blind = run_rollouts(synth_samples, load_policy("no-tool"), progress=False)
+    acc = lambda ts: np.mean([t.accuracy for t in ts])  # noqa: E731
+    assert acc(oracle) >= 0.8
+    assert acc(blind) < acc(oracle)
+    assert all(t.metrics["coverage"] == pytest.approx(1.0) for t in oracle)
+    assert all(t.metrics["calls"] == 0 for t in blind)
+
+
+def test_trajectory_files_reference_real_frames(synth_samples, tmp_path):
+    run_rollouts(synth_samples[:2], load_policy("oracle"), out_dir=tmp_path, progress=False)
+    lines = (tmp_path / "trajectories.jsonl").read_text().splitlines()
+    assert len(lines) == 2
+    for line in lines:
+        row = json.loads(line)
+        assert row["schema_version"] == 1 and "base64" not in line
+        refs = row["initial"]["frames"] + [f for t in row["turns"] for f in t["observation"]["frames"]]
+        assert len(refs) >= 8 + 1
+        for ref in refs:
+            img = Image.open(tmp_path / ref["path"])
+            assert img.format == "JPEG"
+    trajs = read_trajectories(tmp_path)
+    crop_turn = trajs[0].turns[0]
+    assert crop_turn.call is not None
+    assert all(crop_turn.call.start - 1e-6 <= f.t <= crop_turn.call.end + 0.1 for f in crop_turn.observation.frames)
+
+
+class CountingPolicy(OraclePolicy):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def act(self, batch):
+        self.calls += len(batch)
+        return super().act(batch)
+
+
+def test_rerun_skips_finished_episodes_and_recovers_a_truncated_file(synth_samples, tmp_path):
+    first = CountingPolicy()
+    run_rollouts(synth_samples[:3], first, group_size=2, out_dir=tmp_path, progress=False)
+    assert first.calls > 0
+    again = CountingPolicy()
+    run_rollouts(synth_samples[:3], again, group_size=2, out_dir=tmp_path, progress=False)
+    assert again.calls == 0
+    path = tmp_path / "trajectories.jsonl"
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][:40])  # a run killed mid-write
+    third = CountingPolicy()
+    run_rollouts(synth_samples[:3], third, group_size=2, out_dir=tmp_path, progress=False)
+    assert third.calls > 0  # the broken sample's group is redone
+    rows = [json.loads(x) for x in path.read_text().splitlines()]
+    assert len(rows) == 6 and len({r["episode_id"] for r in rows}) == 6
+
+
+class Flaky:
+    """Crashes on one sample's episodes; the others must finish."""
+
+    name = "flaky"
+
+    def __init__(self, bad_id):
+        self.bad_id = bad_id
+        self.inner = OraclePolicy()
+
+    def act(self, batch):
+        if any(inp.sample.id == self.bad_id for inp in batch):
+            raise RuntimeError("boom")
+        return self.inner.act(batch)
+
+
+def test_a_crash_in_one_episode_is_recorded_and_the_run_goes_on(synth_samples, tmp_path):
+    missing = synth_samples[1].model_copy(update={"id": "missing-video", "video": str(tmp_path / "gone.mp4")})
+    samples = [synth_samples[0], missing, synth_samples[2]]
+    trajs = run_rollouts(samples, Flaky(synth_samples[2].id), out_dir=tmp_path, progress=False)
+    by_id = {t.sample_id: t for t in trajs}
+    assert by_id[synth_samples[0].id].failure is None and by_id[synth_samples[0].id].terminated
+    assert "reset" in by_id["missing-video"].failure and "gone.mp4" in by_id["missing-video"].failure
+    assert "boom" in by_id[synth_samples[2].id].failure
+    assert len((tmp_path / "trajectories.jsonl").read_text().splitlines()) == 3
+
+
+def test_mask_group_sees_black_frames_exactly_in_the_masked_range(synth_samples):
+    sample = next(s for s in synth_samples if s.mask_patterns)
+    trajs = run_rollouts([sample], load_policy("oracle"), group_size=2, perturbations=["mask"], progress=False, env_config=EnvConfig())
+    masked = [t for t in trajs if t.group.role == "perturbed"]
+    assert len(masked) == 2 and len([t for t in trajs if t.group.role == "origin"]) == 2
+    lo, hi = masked[0].group.perturbation["time_range"]
+    for t in masked:
+        for turn in t.turns:
+            for f in turn.observation.frames:
+                assert f.masked == (math.floor(lo) <= math.floor(f.t) <= math.floor(hi))
+
+
+def test_group_rewards_and_advantages_for_dmgrpo(synth_samples):
+    sample = next(s for s in synth_samples if s.mask_patterns)
+    config = EnvConfig(reward=RewardConfig(preset="dmgrpo"))
+    # The preset needs the masked group: the runner adds it by itself.
+    trajs = run_rollouts([sample], load_policy("random"), group_size=4, env_config=config, progress=False)
+    origin = [t for t in trajs if t.group.role == "origin"]
+    assert len(origin) == 4 and len(trajs) == 8
+    assert all("delta_mask" in t.reward_components for t in origin)
+    adv = [t.advantage for t in origin]
+    np.testing.assert_allclose(adv, group_advantages([t.reward for t in origin]))
+    if len({t.reward for t in origin}) > 1:
+        assert abs(sum(adv)) < 1e-6
+
+
+def test_group_advantages_match_verl():
+    torch = pytest.importorskip("torch")
+    core_algos = pytest.importorskip("verl.trainer.ppo.core_algos")
+    rewards = [1.0, 0.0, 2.5, 0.5]
+    scores = torch.zeros(4, 3)
+    scores[:, -1] = torch.tensor(rewards)
+    adv, _ = core_algos.compute_grpo_outcome_advantage(scores, torch.ones(4, 3), np.array(["a"] * 4))
+    np.testing.assert_allclose(adv[:, 0].numpy(), group_advantages(rewards), rtol=1e-5)
+
+
+def test_summary_metrics(synth_samples):
+    trajs = run_rollouts(synth_samples, load_policy("uniform"), progress=False)
+    m = summarize(trajs)
+    assert m["episodes"] == 5 and m["failures"] == 0
+    assert m["calls"] == pytest.approx(4.0)
+    assert set(m["by_task_kind"]) == {s.metadata["task_kind"] for s in synth_samples}
+    assert 0 <= m["accuracy"] <= 1 and m["invalid_call_rate"] == 0
+
+
+def test_policy_output_count_mismatch_is_contained(synth_samples):
+    class Broken:
+        name = "broken"
+
+        def act(self, batch):
+            return [PolicyOutput("<answer>A</answer>")] * (len(batch) + 1)
+
+    trajs = run_rollouts(synth_samples[:2], Broken(), progress=False)
+    assert all(t.failure and "outputs" in t.failure for t in trajs)
