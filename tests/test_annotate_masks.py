@@ -153,3 +153,21 @@ def test_cli_with_a_model_policy(synth_samples, tmp_path, capsys):
     (traj,) = [json.loads(x) for x in (tmp_path / "run" / "trajectories.jsonl").read_text().splitlines()]
     assert traj["group"]["perturbation"]["time_range"] == list(expected)
     assert traj["turns"] and all(0 < t["tokens"]["completion"] <= 8 and t["tokens"]["prompt"] > 0 for t in traj["turns"])
+
+
+def test_a_policy_crash_on_one_sample_fails_only_its_patterns(synth_samples):
+    class FragileOracle(AbstainingOracle):
+        """Raises whenever the batch holds the sample it cannot handle."""
+
+        def act(self, batch):
+            if any(inp.sample.id == "fragile" for inp in batch):
+                raise RuntimeError("cannot render this sample")
+            return super().act(batch)
+
+    fragile = synth_samples[2].model_copy(update={"id": "fragile", "mask_patterns": []})
+    good = synth_samples[3].model_copy(update={"mask_patterns": []})
+    done: dict[str, VideoSample] = {}
+    stats = annotate_samples([fragile, good], FragileOracle(), on_sample=lambda s: done.setdefault(s.id, s))
+    assert stats.failed_patterns == len(candidate_ranges(fragile))
+    assert stats.failures == {"policy: RuntimeError: cannot render this sample": len(candidate_ranges(fragile))}
+    assert done["fragile"].mask_patterns == [] and len(done[good.id].mask_patterns) == len(candidate_ranges(good))
