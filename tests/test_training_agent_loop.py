@@ -210,3 +210,36 @@ def test_vision_markup_written_by_the_policy_is_cut(tmp_path, tiny_model, export
     assert record["ended_by"] == "vision_token"
     pads_in_response = int((out.batch["responses"][0] == server.video_pad).sum())
     assert pads_in_response == 0
+
+
+@pytest.mark.parametrize("preset,kind", [("tgrpo", "shuffle"), ("dmgrpo", "mask")])
+def test_group_presets_run_the_perturbed_group_inside_the_loop(tmp_path, tiny_model, exported, preset, kind):
+    cfg = make_config(tmp_path, tiny_model, exported, reward=preset)
+    from verl.utils import hf_tokenizer
+
+    server = ScriptedServer(hf_tokenizer(str(tiny_model)), [CROP, ANSWER])
+    _, out = run_worker(cfg, server, n=2)
+    assert len(out) == 2  # only the origin trajectories reach the trainer
+    assert len(server.returned) == 4  # 2 origin + G~ = 2 perturbed episodes were played
+    for row in range(2):
+        record = out.non_tensor_batch["videoseek"][row]
+        assert record["perturbed"] == {kind: 2}
+        group_component = {"shuffle": "temporal", "mask": "delta_mask"}[kind]
+        assert group_component in record["group_components"]
+        assert out.non_tensor_batch["score"][row] == pytest.approx(record["group_reward"])
+    if preset == "tgrpo":  # every answer is right: p = p~ = 1 >= mu * p~, so each origin gets alpha
+        assert [r["group_components"]["temporal"] for r in out.non_tensor_batch["videoseek"]] == [0.3, 0.3]
+
+
+def test_processthinker_samples_continuations_per_step_prefix(tmp_path, tiny_model, exported):
+    cfg = make_config(tmp_path, tiny_model, exported, reward="processthinker")
+    from verl.utils import hf_tokenizer
+
+    stepped = "<think><step>The flash is at 12.5s.</step><step>It is green.</step></think><answer>B</answer>"
+    server = ScriptedServer(hf_tokenizer(str(tiny_model)), [stepped])
+    _, out = run_worker(cfg, server, n=1)
+    record = out.non_tensor_batch["videoseek"][0]
+    assert record["episode"]["metadata"]["success_rates"] == [1.0, 1.0]
+    assert len(server.returned) == 1 + 2 * 4  # the episode, then M = 4 continuations for each of K = 2 prefixes
+    # r = (r_fmt + beta) + lambda_proc * R_proc + B(K) = 1 + 1 + 0 with K = K_min = 2 (seed 004 eq. 6)
+    assert out.non_tensor_batch["score"][0] == pytest.approx(2.0)

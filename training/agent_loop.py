@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import re
 import time
 import zlib
 from collections.abc import Mapping
@@ -55,40 +56,28 @@ from videoseek.agents.prompting import (
     initial_messages,
     tool_message,
 )
+from videoseek.envs.actions import Answer, parse_action
 from videoseek.envs.env import EnvConfig, VideoSeekEnv
 from videoseek.envs.sample import VideoSample
-from videoseek.rewards import EpisodeSummary, RewardConfig
+from videoseek.rewards import EpisodeSummary, RewardConfig, accuracy_reward
+from videoseek.rewards.process_thinker import parse_step_response
 from videoseek.training.group import GroupCoordinator
 from videoseek.training.records import AGENT_NAME, EXTRA_KEY, sample_from_extra_info, summary_to_dict
 
 logger = logging.getLogger(__name__)
-
-# Which perturbed group each group preset compares against (VideoMend §5.2 for DM-GRPO's mask;
-# Video-R1's T-GRPO shuffles frame order). Other presets score each trajectory on its own.
-PRESET_PERTURBATIONS: dict[str, tuple[str, ...]] = {"dmgrpo": ("mask",), "tgrpo": ("shuffle",)}
-
 
 class LoopOptions(BaseModel):
     """Options of `VideoSeekAgentLoop`, given under `videoseek:` in the agent-loop YAML."""
 
     model_config = ConfigDict(extra="forbid")
 
-    reward_preset: str = "csgrpo"
+    reward: RewardConfig = Field(default_factory=lambda: RewardConfig(preset="csgrpo"))
     env: EnvConfig = Field(default_factory=EnvConfig)
     max_turn_tokens: int = Field(default=512, ge=1, description="generation cap of one assistant turn")
     stop: list[str] = Field(default_factory=lambda: list(DEFAULT_STOP_STRINGS), description="strings that end a turn")
-    perturbations: list[str] | None = Field(default=None, description="perturbed groups; None: the preset's")
-    perturbed_group_size: int | None = Field(default=None, ge=1, description="G~; None: the origin group's size")
+    perturbed_group_size: int | None = Field(default=None, ge=1, description="G~ of each perturbed group; None: the origin group's size")
     min_pixels: int | None = None
     max_pixels: int | None = None
-
-    def perturbation_kinds(self) -> tuple[str, ...]:
-        if self.perturbations is not None:
-            return tuple(self.perturbations)
-        return PRESET_PERTURBATIONS.get(self.reward_preset, ())
-
-    def reward_config(self) -> RewardConfig:
-        return RewardConfig(preset=self.reward_preset)
 
 
 @dataclass
@@ -100,6 +89,7 @@ class EpisodeResult:
     response_mask: list[int]
     response_logprobs: list[float]
     videos: list[Any]
+    messages: list[Message]
     summary: EpisodeSummary
     evidence: dict[str, float]
     turns: int
@@ -107,6 +97,27 @@ class EpisodeResult:
     ended_by: str  # "env" (answer or turn limit), "budget" (response length), "vision_token", "failure"
     failure: str | None = None
     metrics: dict[str, float] = field(default_factory=dict)
+
+
+_THINK_SPAN = re.compile(r"<think>(.*?)</think>", re.DOTALL)
+
+
+def step_cut_points(messages: list[Message], count: int) -> list[tuple[int, int]]:
+    """(message index, character offset just after `</step>`) of the first `count` steps, in order.
+
+    Steps are counted inside `<think>` blocks of assistant turns, as ProcessThinker's parser does.
+    """
+    cuts: list[tuple[int, int]] = []
+    for k, m in enumerate(messages):
+        if m.role != "assistant":
+            continue
+        for block in _THINK_SPAN.finditer(m.text):
+            start = block.start(1)
+            for close in re.finditer(r"</step>", block.group(1)):
+                cuts.append((k, start + close.end()))
+                if len(cuts) == count:
+                    return cuts
+    return cuts
 
 
 def _aligned_logprobs(logprobs: list[float] | None, n: int) -> list[float]:
@@ -165,23 +176,26 @@ class VideoSeekAgentLoop(AgentLoopBase):
                 options = OmegaConf.to_container(options, resolve=True)
         except ImportError:  # pragma: no cover - omegaconf ships with verl
             pass
-        opts = LoopOptions.model_validate(dict(options))
-        opts.reward_config()  # unknown preset -> ValueError
-        return opts
+        return LoopOptions.model_validate(dict(options))
 
     # ---- verl entry point --------------------------------------------------------------------
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         sample = sample_from_extra_info(kwargs.get("extra_info"))
         uid = str(kwargs.get("uid") if kwargs.get("uid") is not None else f"{sample.id}#{kwargs.get('index', '')}")
         session = kwargs.get("session_id", uuid4().hex)
-        kinds = self.options.perturbation_kinds()
+        config = self.options.reward
+        kinds = config.group_kinds()
         # Join before the first await: every sibling session joins before any can finish.
         group = self.groups.join(uid, session) if kinds else None
         perturbed_task = None
         if group is not None:
-            perturbed_task = self.groups.start_perturbed(group, lambda n: self._perturbed_groups(sample, sampling_params, uid, n))
+            perturbed_task = self.groups.start_perturbed(group, lambda n: self._perturbed_groups(sample, sampling_params, uid, kinds, n))
         try:
             result = await self._episode(sample, sampling_params, episode_id=f"{uid}/g{session}", seed=stable_seed(uid, session))
+            if "process_thinker" in config.component_weights() and result.failure is None:
+                rates = await self._success_rates(sample, result.messages, sampling_params)
+                if rates is not None:
+                    result.summary = dataclasses.replace(result.summary, metadata={**result.summary.metadata, "success_rates": rates})
         except BaseException:
             if group is not None:
                 self.groups.leave(group, session)
@@ -282,6 +296,7 @@ class VideoSeekAgentLoop(AgentLoopBase):
             response_mask=mask,
             response_logprobs=logprobs,
             videos=videos,
+            messages=messages,
             summary=summary,
             evidence={k: float(v) for k, v in env.evidence.snapshot().items()},
             turns=turns,
@@ -306,13 +321,13 @@ class VideoSeekAgentLoop(AgentLoopBase):
 
     # ---- groups ------------------------------------------------------------------------------
     async def _perturbed_groups(
-        self, sample: VideoSample, sampling_params: dict[str, Any], uid: str, origin_size: int
+        self, sample: VideoSample, sampling_params: dict[str, Any], uid: str, kinds: list[str], origin_size: int
     ) -> tuple[dict[str, list[EpisodeSummary]], dict[str, Any] | None]:
-        """Run each perturbed group the preset needs (G~ episodes each); failed episodes are dropped."""
+        """Run each perturbed group the reward config needs (G~ episodes each); failed episodes are dropped."""
         size = self.options.perturbed_group_size or origin_size
         out: dict[str, list[EpisodeSummary]] = {}
         mask_info = None
-        for kind in self.options.perturbation_kinds():
+        for kind in kinds:
             if kind == "mask":
                 if not sample.mask_patterns:
                     continue  # no annotated pattern: DM-GRPO's r_dm is 0 for this sample
@@ -331,12 +346,55 @@ class VideoSeekAgentLoop(AgentLoopBase):
             out[kind] = [r.summary for r in results if isinstance(r, EpisodeResult) and r.failure is None]
         return out, mask_info
 
+    async def _success_rates(self, sample: VideoSample, messages: list[Message], sampling_params: dict[str, Any]) -> list[float] | None:
+        """ProcessThinker's c_i (seed 004, eq. 2): for each step prefix p_i (i <= K_max), the share of
+        M continuations sampled after p_i whose final answer is correct.
+
+        A continuation is one assistant turn sampled from the conversation cut right after the
+        i-th `</step>` (in whichever assistant turn that step lies), with the frames seen up to
+        there; a continuation that calls the tool instead of answering counts as a failure (our
+        choice: the seed is single-turn, and replaying tool calls would multiply the cost). None
+        when the response is not format-valid: the seed samples no continuation then (r = 0).
+        """
+        p = self.options.reward.process_thinker
+        turns = [m.text for m in messages if m.role == "assistant"]
+        nested, steps = parse_step_response(turns)
+        if not (nested and p.k_min <= len(steps) <= p.k_max):
+            return None
+        loop = asyncio.get_running_loop()
+        cuts = step_cut_points(messages, min(len(steps), p.k_max))
+        rates = []
+        for k, end in cuts:
+            rendered = await loop.run_in_executor(None, lambda k=k: self.renderer.render(messages[:k], add_generation_prompt=True))
+            prefix_text = messages[k].text[:end]
+            prefix_ids = self.tokenizer(prefix_text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+            prompt = rendered["input_ids"][0].tolist() + list(prefix_ids)
+            videos = list(rendered["multi_modal_data"].get("video", [])) or None
+            params = self._turn_params(sampling_params, self.options.max_turn_tokens)
+            outs = await asyncio.gather(
+                *[
+                    self.server_manager.generate(request_id=uuid4().hex, prompt_ids=prompt, sampling_params=params, video_data=videos)
+                    for _ in range(p.num_continuations)
+                ]
+            )
+            wins = 0
+            for out in outs:
+                generated, _ = self._policy_tokens(out.token_ids, self.options.max_turn_tokens)
+                text = prefix_text + self.tokenizer.decode(
+                    [t for t in generated if t != self.end_of_turn_id], skip_special_tokens=False, clean_up_tokenization_spaces=False
+                )
+                action = parse_action(text).action
+                if isinstance(action, Answer) and accuracy_reward(action.text, sample) >= self.options.reward.correct_threshold:
+                    wins += 1
+            rates.append(wins / p.num_continuations)
+        return rates
+
     async def _score_group(
         self, sample: VideoSample, origins: list[EpisodeSummary], perturbed: dict[str, list[EpisodeSummary]], mask_info: dict | None
     ) -> list[tuple[float, dict[str, float]]]:
         from videoseek.rewards import score_group
 
-        config = self.options.reward_config()
+        config = self.options.reward
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(None, lambda: score_group(sample, origins, perturbed, config, perturbation=mask_info))
 
@@ -344,7 +402,8 @@ class VideoSeekAgentLoop(AgentLoopBase):
     def _record(self, sample: VideoSample, result: EpisodeResult) -> dict[str, Any]:
         return {
             "sample_id": sample.id,
-            "reward_preset": self.options.reward_preset,
+            "reward_preset": self.options.reward.preset,
+            "reward_config": self.options.reward.model_dump(mode="json"),
             "episode": summary_to_dict(result.summary),
             "calls": [[float(s), float(e)] for s, e in result.summary.calls],
             "evidence": result.evidence,

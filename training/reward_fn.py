@@ -36,9 +36,12 @@ def episode_from_response(text: str, duration: float) -> EpisodeSummary:
     return EpisodeSummary(prediction=prediction, assistant_turns=[text or ""], calls=[], invalid_calls=0, duration=duration)
 
 
-def resolve_preset(extra_info: dict[str, Any], record: dict[str, Any] | None, preset: str | None) -> str:
-    """The preset: the agent loop's, else the row's `extra_info.reward_preset`, else `preset`, else default."""
-    return (record or {}).get("reward_preset") or extra_info.get("reward_preset") or preset or DEFAULT_PRESET
+def reward_config(extra_info: dict[str, Any], record: dict[str, Any] | None, preset: str | None) -> RewardConfig:
+    """The agent loop's full `RewardConfig`; else a preset named by the row's `extra_info.reward_preset`,
+    by `preset` (reward_kwargs), or the default preset."""
+    if record and record.get("reward_config"):
+        return RewardConfig.model_validate(record["reward_config"])
+    return RewardConfig(preset=extra_info.get("reward_preset") or preset or DEFAULT_PRESET)
 
 
 def compute_score(
@@ -58,7 +61,7 @@ def compute_score(
     info = dict(extra_info or {})
     sample = sample_from_extra_info(info)
     record = info.get(EXTRA_KEY) or None
-    config = RewardConfig(preset=resolve_preset(info, record, preset))
+    config = reward_config(info, record, preset)
     if record is not None and record.get("episode") is not None:
         episode = summary_from_dict(record["episode"])
     else:

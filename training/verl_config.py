@@ -108,7 +108,7 @@ def format_override(key: str, value: Any) -> str:
 
 def agent_loop_entries(spec: TrainSpec) -> list[dict[str, Any]]:
     """The agent-loop YAML verl loads (`rollout.agent.agent_loop_config_path`); extra keys become kwargs."""
-    options = {"reward_preset": spec.reward, "env": dict(spec.env), "max_turn_tokens": spec.max_turn_tokens, **spec.loop}
+    options = {"reward": {"preset": spec.reward}, "env": dict(spec.env), "max_turn_tokens": spec.max_turn_tokens, **spec.loop}
     return [{"name": AGENT_NAME, "_target_": AGENT_LOOP_TARGET, "videoseek": options}]
 
 

@@ -1,0 +1,88 @@
+"""`compute_score` (verl's custom reward function) on real env episodes, and the records it reads."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from videoseek.envs.env import EnvConfig, VideoSeekEnv
+from videoseek.envs.sample import DataError
+from videoseek.rewards import RewardConfig, score_episode
+from videoseek.training.records import EXTRA_KEY, sample_from_extra_info, sample_to_json, summary_from_dict, summary_to_dict
+from videoseek.training.reward_fn import compute_score, episode_from_response
+
+CALL = '<think>look</think><tool_call>{"name": "crop_video", "arguments": {"start": 11.5, "end": 14.0}}</tool_call>'
+
+
+def play(sample, turns, preset="csgrpo"):
+    env = VideoSeekEnv(sample, EnvConfig(initial_frames=4, frames_per_call=4, reward=RewardConfig(preset=preset)))
+    env.reset(seed=0)
+    for text in turns:
+        _, reward, terminated, truncated, info = env.step(text)
+        if terminated or truncated:
+            break
+    return env, reward
+
+
+def extra_info_for(sample, env, preset="csgrpo", **record):
+    base = {
+        "reward_preset": preset,
+        "reward_config": RewardConfig(preset=preset).model_dump(mode="json"),
+        "episode": summary_to_dict(env.summary()),
+        "evidence": env.evidence.snapshot(),
+        "failure": None,
+        "group_reward": None,
+    }
+    return {"index": 0, "sample": sample_to_json(sample), EXTRA_KEY: {**base, **record}}
+
+
+def test_score_equals_the_env_terminal_reward(index_sample):
+    env, env_reward = play(index_sample, [CALL, "<think>green at 12.5s</think><answer>B</answer>"])
+    out = compute_score("synthetic", "ignored", "B", extra_info_for(index_sample, env))
+    assert out["score"] == pytest.approx(env_reward)
+    total, components = score_episode(index_sample, env.summary(), RewardConfig(preset="csgrpo"))
+    assert out["score"] == pytest.approx(total)
+    assert out["acc"] == 1.0 and out["num_calls"] == 1.0 and out["coverage"] == pytest.approx(1.0)
+    for name in RewardConfig(preset="csgrpo").component_weights():
+        assert out[name] == pytest.approx(components[name])
+
+
+def test_keys_are_the_same_for_every_episode_of_a_preset(index_sample):
+    good, _ = play(index_sample, [CALL, "<think>green</think><answer>B</answer>"])
+    bad, _ = play(index_sample, ["garbage"] * 10)
+    a = compute_score("s", "", "B", extra_info_for(index_sample, good))
+    b = compute_score("s", "", "B", extra_info_for(index_sample, bad))
+    assert a.keys() == b.keys()
+    assert b["acc"] == 0.0 and b["truncated"] == 1.0 and a["score"] > b["score"]
+
+
+def test_group_reward_and_failure(index_sample):
+    env, _ = play(index_sample, ["<think>x</think><answer>B</answer>"], preset="tgrpo")
+    total, _ = score_episode(index_sample, env.summary(), RewardConfig(preset="tgrpo"))
+    grouped = compute_score("s", "", "B", extra_info_for(index_sample, env, "tgrpo", group_reward=total + 0.3))
+    assert grouped["score"] == pytest.approx(total + 0.3) and grouped["group_term"] == pytest.approx(0.3)
+    failed = compute_score("s", "", "B", extra_info_for(index_sample, env, "tgrpo", failure="OSError: decode"))
+    assert failed["score"] == 0.0 and failed["failed"] == 1.0
+
+
+def test_rows_not_from_the_agent_loop_score_the_decoded_response(index_sample):
+    info = {"sample": sample_to_json(index_sample), "reward_preset": "default"}
+    right = compute_score("s", "<think>it is green</think><answer>B</answer>", "B", info)
+    wrong = compute_score("s", "<think>it is red</think><answer>A</answer>", "B", info)
+    assert right["acc"] == 1.0 and wrong["acc"] == 0.0 and right["score"] > wrong["score"]
+    assert episode_from_response("no answer", 3.0).prediction is None
+
+
+def test_missing_or_bad_sample_names_the_field(index_sample):
+    with pytest.raises(DataError, match="extra_info.sample"):
+        compute_score("s", "", "B", {"index": 3})
+    with pytest.raises(DataError, match="extra_info.sample"):
+        sample_from_extra_info({"sample": json.dumps({"id": "x"})})
+
+
+def test_records_round_trip(index_sample):
+    env, _ = play(index_sample, [CALL, "<answer>B</answer>"])
+    summary = env.summary()
+    assert summary_from_dict(json.loads(json.dumps(summary_to_dict(summary)))) == summary
+    assert sample_from_extra_info({"sample": sample_to_json(index_sample)}) == index_sample

@@ -1,0 +1,161 @@
+"""`videoseek export-sft --runs RUN [RUN ...] --out DIR`: multi-turn SFT conversations for verl's SFT trainer.
+
+The cold-start stage of Open-o3-Video-v2 (seed 003: "SFT on multi-turn trajectories with tool
+calls and returned frames, then RL") trains on whole episodes: the question with the sparse
+frames, each assistant turn (thinking + `crop_video` call), the frames the call returned, and the
+final answer. This command turns trajectory files (`RUN/trajectories.jsonl`, from the oracle
+policy or any other) into parquet rows that `verl.utils.dataset.multiturn_sft_dataset.
+MultiTurnSFTDataset` reads:
+
+- `messages`: system, user, then alternating assistant / tool-response turns; frames appear as
+  `<video>` placeholders; verl puts the loss on assistant messages only (their tokens after the
+  `<|im_start|>assistant\\n` header).
+- `videos`: one entry per placeholder, in order: `{"video": [JPEG paths of the run's frames],
+  "sample_fps": frames per second of those frames}` (qwen-vl-utils' list-of-frames video).
+
+The conversation is written so any Qwen ChatML template renders it exactly as the RL renderer
+(`VIDEOSEEK_CHAT_TEMPLATE`) does: the crop_video tool block is baked into the system message and a
+tool response is a user turn wrapped in `<tool_response>` ... `</tool_response>`, which is how
+Qwen2.5 / Qwen3 templates render tool messages. Qwen2.5-VL's own template has no tool support,
+so this keeps SFT tokens equal to the rollout's tokens with either template.
+
+Which episodes: origin episodes that ended with an answer and no failure; `--only-correct`
+(default) keeps those whose answer is correct.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from videoseek.agents.prompting import CROP_VIDEO_TOOL, SYSTEM_PROMPT, VIDEOSEEK_CHAT_TEMPLATE, format_seconds
+from videoseek.envs.sample import DataError
+from videoseek.envs.trajectory import FrameRef, Trajectory
+
+VIDEO = "<video>"
+
+
+def system_text(system_prompt: str = SYSTEM_PROMPT, tools: list[dict[str, Any]] | None = None) -> str:
+    """The system message's text as VIDEOSEEK_CHAT_TEMPLATE renders it, tools block included."""
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    rendered, _ = render_jinja_template(
+        conversations=[[{"role": "system", "content": system_prompt}]],
+        tools=tools if tools is not None else [CROP_VIDEO_TOOL],
+        chat_template=VIDEOSEEK_CHAT_TEMPLATE,
+    )
+    text = rendered[0]
+    head, tail = "<|im_start|>system\n", "<|im_end|>\n"
+    if not (text.startswith(head) and text.endswith(tail)):
+        raise ValueError("VIDEOSEEK_CHAT_TEMPLATE no longer renders a system message as ChatML")
+    return text[len(head) : -len(tail)]
+
+
+def frames_text(frames: list[FrameRef]) -> str:
+    """The frames' part of a turn as the renderer writes it in video mode."""
+    return "Frames at " + ", ".join(format_seconds(f.t) + "s" for f in frames) + ":\n" + VIDEO
+
+
+def frame_rate(times: list[float]) -> float:
+    """Frames per second of frames at `times` (their mean rate; 1 for one frame), as `frames_metadata`."""
+    if len(times) < 2 or times[-1] <= times[0]:
+        return 1.0
+    return (len(times) - 1) / (times[-1] - times[0])
+
+
+def video_entry(frames: list[FrameRef], run_dir: Path, where: str) -> dict[str, Any]:
+    paths = []
+    for k, f in enumerate(frames):
+        if f.path is None:
+            raise DataError(f"{where}: frame {k} at {f.t}s has no file (write trajectories with an output directory)")
+        path = (run_dir / f.path).resolve()
+        if not path.is_file():
+            raise DataError(f"{where}: frame file {path} is missing")
+        paths.append(str(path))
+    return {"video": paths, "sample_fps": float(frame_rate([f.t for f in frames]))}
+
+
+def conversation(traj: Trajectory, run_dir: Path, system: str) -> tuple[list[dict[str, str]], list[dict[str, Any]]]:
+    """(messages, videos) of one trajectory."""
+    where = f"{run_dir}/trajectories.jsonl episode {traj.episode_id}"
+    videos: list[dict[str, Any]] = []
+    user = traj.initial.text
+    if traj.initial.frames:
+        user = frames_text(traj.initial.frames) + "\n" + user
+        videos.append(video_entry(traj.initial.frames, run_dir, where))
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    for k, turn in enumerate(traj.turns):
+        messages.append({"role": "assistant", "content": turn.assistant})
+        if k == len(traj.turns) - 1:
+            break  # the env's reply to the final answer is not part of the conversation
+        body = turn.observation.text
+        if turn.observation.frames:
+            body += "\n" + frames_text(turn.observation.frames)
+            videos.append(video_entry(turn.observation.frames, run_dir, where))
+        messages.append({"role": "user", "content": "<tool_response>\n" + body + "\n</tool_response>"})
+    return messages, videos
+
+
+def keep(traj: Trajectory, only_correct: bool) -> bool:
+    """Origin episodes that answered without failure (and, if asked, correctly)."""
+    if traj.group.role != "origin" or traj.failure or not traj.terminated or not traj.turns:
+        return False
+    return bool(traj.correct) if only_correct else True
+
+
+def export_sft(runs: list[str | Path], out_dir: str | Path, only_correct: bool = True, val_fraction: float = 0.0, seed: int = 0) -> list[Path]:
+    """Write `OUT/train.parquet` (and `OUT/val.parquet` when `val_fraction` > 0); returns the paths."""
+    import pandas as pd
+
+    from videoseek.agents.rollout import read_trajectories
+
+    system = system_text()
+    rows = []
+    for run in runs:
+        run_dir = Path(run)
+        if not (run_dir / "trajectories.jsonl").is_file():
+            raise DataError(f"{run_dir}: no trajectories.jsonl (run `videoseek rollout --out {run_dir}` first)")
+        for traj in read_trajectories(run_dir):
+            if keep(traj, only_correct):
+                messages, videos = conversation(traj, run_dir, system)
+                rows.append(
+                    {"messages": messages, "videos": videos, "episode_id": traj.episode_id, "sample_id": traj.sample_id, "data_source": traj.data_source or "videoseek"}
+                )
+    if not rows:
+        raise DataError(f"no episode to export from {', '.join(map(str, runs))} (only_correct={only_correct})")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    order = np.random.default_rng(seed).permutation(len(rows))
+    n_val = min(len(rows) - 1, max(1, math.floor(len(rows) * val_fraction))) if val_fraction > 0 and len(rows) > 1 else 0
+    splits = {"train": [rows[i] for i in sorted(order[n_val:])]}
+    if n_val:
+        splits["val"] = [rows[i] for i in sorted(order[:n_val])]
+    paths = []
+    for name, part in splits.items():
+        path = out / f"{name}.parquet"
+        pd.DataFrame(part).to_parquet(path, index=False)
+        paths.append(path)
+    return paths
+
+
+# ---- CLI -------------------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--runs", required=True, nargs="+", help="run directories holding trajectories.jsonl and frames/")
+    parser.add_argument("--out", required=True, help="output folder (train.parquet, val.parquet)")
+    parser.add_argument("--all", action="store_true", help="keep answered episodes whether correct or not (default: correct only)")
+    parser.add_argument("--val-fraction", type=float, default=0.0, help="share of episodes for val.parquet (default 0)")
+    parser.add_argument("--seed", type=int, default=0)
+
+
+def run(args: argparse.Namespace) -> int:
+    if not 0 <= args.val_fraction < 1:
+        from videoseek.cli import UserError
+
+        raise UserError(f"--val-fraction must be in [0, 1), got {args.val_fraction}")
+    for path in export_sft(args.runs, args.out, only_correct=not args.all, val_fraction=args.val_fraction, seed=args.seed):
+        print(path)
+    return 0
