@@ -274,7 +274,8 @@ def annotate_sample(
     for fi, k, p in placed:
         if p.box is not None:
             tracked.setdefault(float(times[fi]), {})[p.object] = list(p.box)
-    half_frame = 0.5 / reader.fps if reader.fps > 0 else 0.05
+    # The frame nearest a key frame's time is at most half a frame away (plus float noise).
+    half_frame = (0.5 / reader.fps if reader.fps > 0 else 0.05) + 1e-6
     out, added = merge_boxes(sample, tracked, same_time=half_frame)
     return out, added, len(idx)
 
