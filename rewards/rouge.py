@@ -26,12 +26,15 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from functools import lru_cache
+from itertools import repeat
 
 import numpy as np
 from nltk.stem.porter import PorterStemmer
 
 _NON_ALPHANUM = re.compile(r"[^a-z0-9]+")
 _VALID_TOKEN = re.compile(r"^[a-z0-9]+$")
+# The same substitution for ASCII text as a translation table (about 3x faster than the regex).
+_ASCII_TO_SPACE = str.maketrans({chr(c): " " for c in range(128) if not (chr(c).isdigit() or "a" <= chr(c) <= "z")})
 _STEMMER = PorterStemmer()  # NLTK_EXTENSIONS mode, the one rouge-score instantiates
 
 ROUGE_KEYS = ("rouge1", "rouge2", "rougeL")
@@ -57,7 +60,9 @@ def rouge_tokenize(text: str) -> list[str]:
     >>> rouge_tokenize("Running dogs, 3.5 km!")
     ['run', 'dog', '3', '5', 'km']
     """
-    return list(filter(None, map(_stem, _NON_ALPHANUM.sub(" ", text.lower()).split())))
+    low = text.lower()
+    words = low.translate(_ASCII_TO_SPACE).split() if low.isascii() else _NON_ALPHANUM.sub(" ", low).split()
+    return list(filter(None, map(_stem, words)))
 
 
 class RougeFeatures:
@@ -231,18 +236,22 @@ class RougeReference:
                 np.bitwise_or.at(self.masks[i], ids, np.left_shift(np.uint64(1), np.arange(len(ids), dtype=np.uint64)))
         self.full_bits = np.array([(1 << int(k)) - 1 if k <= 63 else 0 for k in self.lengths], dtype=np.uint64)
 
-    def _bigram_ids(self, cand_ids: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-        """(row, reference-bigram id) of every candidate bigram; unknown bigrams get id nb."""
-        size, nb = self.size, len(self.bigram_codes)
-        codes = [ids[:-1] * (size + 1) + ids[1:] for ids in cand_ids]
-        rows = np.repeat(np.arange(len(cand_ids)), [len(c) for c in codes])
-        flat = np.concatenate(codes) if codes else np.zeros(0, dtype=np.int64)
-        if nb == 0:
-            return rows, np.full(len(flat), nb, dtype=np.int64)
-        pos = np.minimum(np.searchsorted(self.bigram_codes, flat), nb - 1)
-        return rows, np.where(self.bigram_codes[pos] == flat, pos, nb)
+    def _bigram_ids(self, flat: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(row, reference-bigram id) of every candidate bigram; unknown bigrams get id nb.
 
-    def _lcs(self, cand_ids: list[np.ndarray], candidates: Sequence[RougeFeatures]) -> np.ndarray:
+        `flat` holds all candidates' token ids back to back, `rows` the candidate of each;
+        a bigram is two neighbours of the same candidate.
+        """
+        nb = len(self.bigram_codes)
+        same = rows[:-1] == rows[1:]
+        codes = (flat[:-1] * (self.size + 1) + flat[1:])[same]
+        brows = rows[:-1][same]
+        if nb == 0:
+            return brows, np.full(len(codes), nb, dtype=np.int64)
+        pos = np.minimum(np.searchsorted(self.bigram_codes, codes), nb - 1)
+        return brows, np.where(self.bigram_codes[pos] == codes, pos, nb)
+
+    def _lcs(self, flat: np.ndarray, rows: np.ndarray, cand_len: np.ndarray, candidates: Sequence[RougeFeatures]) -> np.ndarray:
         """LCS lengths of every (reference, candidate) pair at once.
 
         Hyyrö's bit-parallel update with the bit vectors of all pairs packed side by side into
@@ -250,18 +259,19 @@ class RougeReference:
         never crosses into the next pair (V + U < 2^64) and V − U never borrows (U ⊆ V). One pass
         over the candidates' token positions updates every pair. Longer references use `lcs_length`.
         """
-        n, m = self.n, len(cand_ids)
-        width = max((len(ids) for ids in cand_ids), default=0)
+        n, m = self.n, len(cand_len)
+        width = int(cand_len.max()) if m else 0
         padded = np.full((m, width), self.size, dtype=np.int64)
-        for j, ids in enumerate(cand_ids):
-            padded[j, : len(ids)] = ids
+        starts = np.cumsum(cand_len) - cand_len
+        padded[rows, np.arange(len(flat)) - starts[rows]] = flat
         by_position = np.ascontiguousarray(self.masks[:, padded].transpose(2, 0, 1))  # (width, n, m)
+        buffer, stride = memoryview(by_position.reshape(-1).view(np.uint8)), n * m * 8
         full = int.from_bytes(np.repeat(self.full_bits[:, None], m, axis=1).tobytes(), "little")
         v = full
-        for t in range(width):
-            u = v & int.from_bytes(by_position[t].tobytes(), "little")
+        for start in range(0, width * stride, stride):
+            u = v & int.from_bytes(buffer[start : start + stride], "little")
             v = ((v + u) | (v - u)) & full
-        packed = np.frombuffer(v.to_bytes(n * m * 8, "little"), dtype=np.uint64).reshape(n, m)
+        packed = np.frombuffer(v.to_bytes(stride, "little"), dtype=np.uint64).reshape(n, m)
         lcs = self.lengths[:, None] - _popcount64(packed)
         for i in np.flatnonzero(~self.short):
             ref = self.features[i].tokens
@@ -273,17 +283,16 @@ class RougeReference:
         n, m = self.n, len(candidates)
         if n == 0 or m == 0:
             return np.zeros((n, m))
-        get, unknown = self.vocab.get, self.size
-        cand_ids = [np.array([get(t, unknown) for t in f.tokens], dtype=np.int64) for f in candidates]
+        tokens = [t for f in candidates for t in f.tokens]
+        flat = np.fromiter(map(self.vocab.get, tokens, repeat(self.size, len(tokens))), dtype=np.int64, count=len(tokens))
         cand_len = np.array([len(f.tokens) for f in candidates], dtype=np.int64)
         rows = np.repeat(np.arange(m), cand_len)
-        flat = np.concatenate(cand_ids)
         cand_uni = _row_counts(rows, flat, m, self.size)
         r1 = _f_matrix(np.minimum(self.uni[:, None, :], cand_uni[None, :, :]).sum(axis=2), self.uni_total, np.maximum(cand_len, 1))
-        brows, bids = self._bigram_ids(cand_ids)
+        brows, bids = self._bigram_ids(flat, rows)
         cand_bi = _row_counts(brows, bids, m, len(self.bigram_codes))
         r2 = _f_matrix(np.minimum(self.bi[:, None, :], cand_bi[None, :, :]).sum(axis=2), self.bi_total, np.maximum(cand_len - 1, 1))
-        lcs = self._lcs(cand_ids, candidates)
+        lcs = self._lcs(flat, rows, cand_len, candidates)
         rl = _f_matrix(lcs, self.uni_total, np.maximum(cand_len, 1))
         rl = np.where((self.lengths[:, None] > 0) & (cand_len[None, :] > 0), rl, 0.0)
         return (r1 + r2 + rl) / 3

@@ -9,11 +9,11 @@ sentence steps "using NLP tools (e.g. nltk)". nltk's punkt model cannot be downl
   "e.g.", "vs.", "approx."; "No." and "Fig." before a number) or a single initial ("J. Smith").
 - `method="pysbd"`: pysbd's English rules (offline, pure Python), line by line.
 
-Why the regex is the default (measured here, 2 shared cores): on the 20 labelled cases of
+Why the regex is the default (measured here): on the 20 labelled cases of
 tests/test_rewards_steps.py the regex splits all 20 as labelled and pysbd 19 (it breaks after
-"approx."); on bench/bench_prr.py's 20-sentence traces both agree on every trace, but pysbd
-takes about 31 ms per trace against 0.12 ms (about 250×), alone more than a whole PRR reward's
-budget. ProcessThinker's explicit `<step>…</step>`
+"approx."); on bench/bench_prr.py's 20-sentence traces both split every trace the same, but
+pysbd costs 13–15 ms of CPU per trace against about 0.045 ms (300× or more), alone far more
+than a whole PRR reward. ProcessThinker's explicit `<step>…</step>`
 tags (seed 004, eq. 1) take precedence over sentence splitting when present.
 
 >>> split_sentences("At 00:01:02.5 the cup is 3.5 cm away, e.g. near Dr. Li. Then it falls! Done")
@@ -33,9 +33,13 @@ ABBREVIATIONS = frozenset(
 )
 # Abbreviations only before a number ("No. 5", "Fig. 3"): "the answer is no. Then" ends a sentence.
 NUMBER_ABBREVIATIONS = frozenset("no nos fig figs p pp vol ch sec eq eqs".split())
-# Candidate boundary: sentence punctuation (plus closing quotes/brackets), white space, then a
-# sentence start. CJK full stops end a sentence without any space.
-_BOUNDARY = re.compile(r"([.!?]+[\"'’”)\]]*)(\s+)(?=[\"'“‘(\[<]?[A-Z0-9<])|([。！？]+[”’」』)]*)\s*")
+# Candidate boundary, anchored on one terminator so the scan is a fast character-set search:
+# an ASCII . ! ? (more terminators, closing quotes/brackets) then white space and a sentence
+# start; or a CJK full stop, which ends a sentence with or without a following space.
+_BOUNDARY = re.compile(
+    r"[.!?。！？](?:(?<=[.!?])(?P<more>[.!?]*)[\"'’”)\]]*(?P<space>\s+)(?=[\"'“‘(\[<]?[A-Z0-9<])"
+    r"|(?<=[。！？])[。！？]*[”’」』)]*\s*)"
+)
 _STEP_TAG = re.compile(r"<step>(.*?)</step>", re.DOTALL)
 _THINK = re.compile(r"<think>(.*?)</think>", re.DOTALL)
 _WORD = re.compile(r"\w")
@@ -56,12 +60,13 @@ def _is_abbreviation(before: str, next_char: str) -> bool:
 def _split_line_regex(line: str) -> list[str]:
     pieces, start = [], 0
     for m in _BOUNDARY.finditer(line):
-        if m.group(1) is not None:
-            if m.group(1).startswith(".") and len(m.group(1).rstrip("\"'’”)]")) == 1 and _is_abbreviation(line[start : m.start()], line[m.end() : m.end() + 1]):
+        if m.group("space") is not None:
+            # a lone "." may end an abbreviation rather than a sentence
+            if line[m.start()] == "." and not m.group("more") and _is_abbreviation(line[start : m.start()], line[m.end() : m.end() + 1]):
                 continue
-            end = m.end(1)
+            end = m.start("space")
         else:
-            end = m.end(3)
+            end = m.end()
         pieces.append(line[start:end])
         start = m.end()
     pieces.append(line[start:])
