@@ -310,7 +310,7 @@ def _duration(record: dict) -> float | None:
     return d
 
 
-def mc_letter(answer: str, options: list[str]) -> str:
+def mc_letter(answer: str, options: list[str], field_name: str = "answer") -> str:
     """The option letter a multiple-choice answer names: "B", "(B)", "B.", "B. blue" or "blue"."""
     text = answer.strip()
     letters = option_letters(options)
@@ -325,7 +325,7 @@ def mc_letter(answer: str, options: list[str]) -> str:
     for letter, opt in zip(letters, options):
         if _OPTION_LETTER.sub("", opt, count=1).strip().lower() == text.lower():
             return letter
-    raise RowError("answer", f"{answer!r} is not one of the option letters {letters}")
+    raise RowError(field_name, f"{answer!r} is not one of the option letters {letters}")
 
 
 def _is_number(text: str) -> bool:
@@ -391,7 +391,7 @@ def _video_r1_core(record: dict, index: int, opts: ConvertOptions, root: str, fm
             question, options = options_from_question(question)
         if not options:
             raise RowError("options", "a multiple choice problem needs options")
-        answer = mc_letter(answer, options)
+        answer = mc_letter(answer, options, a_key)
     elif ptype in (ProblemType.numerical, ProblemType.regression):
         if not _is_number(answer):
             raise RowError(a_key, f"{ptype.value} answer is not a number: {answer!r}")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from videoseek.cli import main
-from videoseek.envs.convert import ConvertOptions, convert_files, iter_records, options_from_question
+from videoseek.envs.convert import ConvertOptions, RowError, convert_files, iter_records, mc_letter, options_from_question
 from videoseek.envs.sample import DataError, VideoSample, write_jsonl
 
 # Video-R1-260k / Video-R1-COT-165k records, as in the dataset card (indent 4, "./" paths).
@@ -344,6 +344,13 @@ def test_videomend_mask_patterns(tmp_path):
     assert s.metadata["mask_candidates"] == [[0.5, 2.0]]
     assert s.metadata["mask_zero_frame_indices"] == [[3, 4, 5], [8, 9], [1]]
     assert s.reference_reasoning.startswith("Reference frame at <time>00:00:00.5</time>")
+
+
+def test_multiple_choice_answers_name_a_letter():
+    opts = ["A. red", "B. blue"]
+    assert [mc_letter(a, opts) for a in ("B", "(B)", "B.", "B. blue", "blue", " Red ")] == ["B", "B", "B", "B", "B", "A"]
+    with pytest.raises(RowError, match=r"field 'solution': 'C' is not one of the option letters \['A', 'B'\]"):
+        mc_letter("C", opts, "solution")
 
 
 def test_options_from_question():
