@@ -32,7 +32,7 @@ import math
 import re
 from collections.abc import Callable, Sequence
 
-from .format import final_turn, format_reward
+from .format import format_reward
 
 _TAG = re.compile(r"</?step>")
 _STEP = re.compile(r"<step>(.*?)</step>", re.DOTALL)
