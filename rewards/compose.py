@@ -320,6 +320,14 @@ def score_group(
     Group components: delta_mask (r_dm with p̃ = the masked group's mean accuracy; VideoMend eq. 1),
     temporal (T-GRPO: +α to correct answers when the origin accuracy p ≥ μ·p̃ of the shuffled
     group), consistency (SF-GRPO). A needed group that is missing or empty raises ValueError.
+
+    >>> class S:
+    ...     problem_type, answer, options, duration = "multiple_choice", "B", ["A. left", "B. right"], 10.0
+    >>> def ep(answer):
+    ...     return EpisodeSummary(answer, [f"<think>moves</think><answer>{answer}</answer>"], [], 0, 10.0)
+    >>> out = score_group(S, [ep("B"), ep("A")], {"shuffle": [ep("A"), ep("A")]}, RewardConfig(preset="tgrpo"))
+    >>> [(total, parts["temporal"]) for total, parts in out]   # p = 0.5 >= 0.8 * 0: +0.3 if correct
+    [(2.3, 0.3), (1.0, 0.0)]
     """
     config = config or RewardConfig()
     samples_list = list(samples) if isinstance(samples, (list, tuple)) else [samples] * len(origin)
