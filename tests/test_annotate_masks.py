@@ -137,6 +137,8 @@ def test_docstring_examples():
 def test_cli_with_a_model_policy(synth_samples, tmp_path, capsys):
     """`--policy hf:PATH`: the tiny offline Qwen2.5-VL runs the masked episodes through transformers."""
     pytest.importorskip("transformers")
+    import torch
+
     from videoseek.agents.tiny_model import build_tiny_model
     from videoseek.cli import main
     from videoseek.envs.sample import write_jsonl
@@ -144,8 +146,13 @@ def test_cli_with_a_model_policy(synth_samples, tmp_path, capsys):
     model = build_tiny_model(tmp_path / "tiny", seed=0)
     data = write_jsonl([synth_samples[0].model_copy(update={"mask_patterns": []})], tmp_path / "in.jsonl")
     out = tmp_path / "out.jsonl"
-    rc = main(["annotate-masks", str(data), "--out", str(out), "--policy", f"hf:{model}", "--max-patterns", "1",
-               "--max-turns", "2", "--max-new-tokens", "8", "--max-pixels", str(56 * 56), "--trajectories", str(tmp_path / "run")])  # fmt: skip
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)  # two threads on a shared 2-core machine spin-wait on each other
+    try:
+        rc = main(["annotate-masks", str(data), "--out", str(out), "--policy", f"hf:{model}", "--max-patterns", "1",
+                   "--max-turns", "2", "--max-new-tokens", "8", "--max-pixels", str(56 * 56), "--trajectories", str(tmp_path / "run")])  # fmt: skip
+    finally:
+        torch.set_num_threads(previous)
     assert rc == 0, capsys.readouterr().err
     (row,) = VideoSample.from_jsonl(out)
     (expected,) = candidate_ranges(synth_samples[0].model_copy(update={"mask_patterns": []}), max_patterns=1)
