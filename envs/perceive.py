@@ -42,6 +42,8 @@ def hue(rgb: Sequence[float]) -> float:
 
     >>> round(hue((220, 40, 40))), round(hue((50, 90, 230)))
     (0, 227)
+    >>> hues(np.array([[220, 40, 40], [50, 90, 230], [9, 9, 9]])).round().tolist()
+    [0.0, 227.0, 0.0]
     """
     r, g, b = (float(v) for v in rgb)
     hi, lo = max(r, g, b), min(r, g, b)
@@ -61,10 +63,21 @@ def hue(rgb: Sequence[float]) -> float:
 PALETTE_HUES = {name: hue(rgb) for name, rgb in PALETTE.items()}
 
 
-def hue_distance(a: float, b: float) -> float:
-    """Angular distance of two hues in degrees (0..180)."""
-    d = abs(a - b) % 360.0
-    return min(d, 360.0 - d)
+def hues(rgb: np.ndarray) -> np.ndarray:
+    """Hue in degrees of each row of an (n, 3) RGB array (vectorised `hue`)."""
+    x = np.asarray(rgb, dtype=np.float64).reshape(-1, 3)
+    r, g, b = x[:, 0], x[:, 1], x[:, 2]
+    hi, lo = x.max(axis=1), x.min(axis=1)
+    c = np.where(hi > lo, hi - lo, 1.0)
+    h = np.where(hi == r, ((g - b) / c) % 6, np.where(hi == g, (b - r) / c + 2, (r - g) / c + 4))
+    return np.where(hi > lo, (60.0 * h) % 360.0, 0.0)
+
+
+def hue_distance(a, b):
+    """Angular distance of hues in degrees (0..180); works on floats and arrays."""
+    d = np.abs(np.asarray(a, dtype=np.float64) - b) % 360.0
+    out = np.minimum(d, 360.0 - d)
+    return float(out) if out.ndim == 0 else out
 
 
 def chroma(frames: np.ndarray) -> np.ndarray:
@@ -213,17 +226,14 @@ def solve_event_order(sample, frames: np.ndarray, times: np.ndarray, hue_toleran
         core = c >= MIN_CHROMA
         if core.sum() < max(4, MIN_AREA * core.size):
             continue
-        px = f[core].astype(np.float64)
-        hues = np.array([hue(p) for p in px[:: max(1, len(px) // 200)]])  # a subsample is plenty
+        frame_hues = hues(f[core])
         for name in colours:
-            near = np.mean([hue_distance(h, PALETTE_HUES[name]) <= hue_tolerance for h in hues])
+            near = float(np.mean(hue_distance(frame_hues, PALETTE_HUES[name]) <= hue_tolerance))
             if near >= 0.5 and name not in first_seen:
                 first_seen[name] = float(t)
-    if not all(c in first_seen for c in colours):
-        return None
+    if not all(c in first_seen for c in colours) or len({first_seen[c] for c in colours}) < len(colours):
+        return None  # an event not seen, or two first seen in the same frame: order unknown
     first = min(colours, key=lambda c: first_seen[c])
-    if sorted(first_seen[c] for c in colours)[0] == sorted(first_seen[c] for c in colours)[1]:
-        return None
     return "ABCDEFGH"[colours.index(first)]
 
 

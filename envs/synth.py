@@ -1,7 +1,7 @@
 """Synthetic seek-worthy video tasks and the `videoseek synth` command.
 
 Each sample is a procedurally rendered H.264 mp4 whose answer depends on one or two short clue
-intervals (0.3–3.6 s) placed so that none of the N uniform initial frames the env shows
+intervals (0.6–3.6 s) placed so that none of the N uniform initial frames the env shows
 (t_i = (i + 0.5) * duration / N, i = 0..N-1, N = 8 by default) falls inside a clue: an agent
 that only looks at the sparse frames cannot see the evidence and must `crop_video` to find it.
 
@@ -90,6 +90,9 @@ DURATION_MIX = ((0.6, 10.0, 30.0), (0.3, 30.0, 75.0), (0.1, 75.0, 180.0))
 # The smallest video each kind needs so its longest event fits between two uniform frames.
 MIN_DURATION = {"flash_shape": 10.0, "count_flashes": 20.0, "event_order": 10.0, "direction": 16.0, "speed": 40.0}
 LETTERS = "ABCDEFGH"
+# Shortest clue interval: above the env's default shortest crop (0.5 s), so cropping exactly a clue
+# is a valid call. A shorter event (a sped-up crossing) sits centred in a clue this long.
+MIN_CLUE_SECONDS = 0.6
 
 
 # ---- small helpers ----------------------------------------------------------------------------
@@ -279,8 +282,9 @@ def rgb_to_yuv420p(rgb: np.ndarray) -> np.ndarray:
     """uint8 (H, W, 3) RGB -> PyAV's packed yuv420p array (H * 3 / 2, W), chroma as 2x2 means.
 
     Done here rather than by FFmpeg's swscale inside the encoder: numpy's result is exact and
-    repeatable, and one run of ours in about ten produced a video differing by a few grey levels
-    in one GOP when swscale converted (the x264 settings were identical).
+    repeatable. With swscale converting, one of about ten identical runs wrote a video that
+    differed by up to 2 grey levels within one GOP (same x264 settings, one thread); we found no
+    other cause, and with this conversion repeated runs and worker counts give identical bytes.
     """
     h, w, _ = rgb.shape
     p = np.moveaxis(rgb, 2, 0).astype(np.float32)
@@ -374,7 +378,12 @@ class Placer:
     def frames_for(self, rng: np.random.Generator, lo: float, hi: float, gap: int = 0, minimum: int = 3) -> int:
         """A length in frames drawn from [lo, hi] seconds, shortened to fit the free space."""
         want = int(round(rng.uniform(lo, hi) * self.spec.fps))
-        return max(minimum, min(want, self.longest(gap)))
+        return max(minimum, min_clue_frames(self.spec), min(want, self.longest(gap)))
+
+
+def min_clue_frames(spec: VideoSpec) -> int:
+    """Frames in the shortest clue interval (MIN_CLUE_SECONDS)."""
+    return int(math.ceil(MIN_CLUE_SECONDS * spec.fps - 1e-9))
 
 
 # ---- one task plan per kind ---------------------------------------------------------------------
@@ -627,15 +636,19 @@ def speed_task(rng: np.random.Generator, spec: VideoSpec, placer: Placer) -> Tas
     gap = 3 * spec.fps  # crossings at least 3 s apart: two clearly separate clips
     # The longer crossing is placed first (it is the one that may not fit later); both are placed
     # uniformly among the allowed spans, so either may come first in time.
+    shortest = min_clue_frames(spec)
     if changed_len > original_len:
-        changed_span = placer.place(rng, changed_len, gap=gap)
-        original_span = placer.place(rng, original_len, gap=gap)
+        changed_clue = placer.place(rng, max(changed_len, shortest), gap=gap)
+        original_clue = placer.place(rng, max(original_len, shortest), gap=gap)
     else:
-        original_span = placer.place(rng, original_len, gap=gap)
-        changed_span = placer.place(rng, changed_len, gap=gap)
-    spans = sorted([original_span, changed_span])
-    changed = spans.index(changed_span)
+        original_clue = placer.place(rng, max(original_len, shortest), gap=gap)
+        changed_clue = placer.place(rng, max(changed_len, shortest), gap=gap)
+    clues = sorted([original_clue, changed_clue])
+    changed = clues.index(changed_clue)
     original = 1 - changed
+    # A crossing shorter than its clue (sped up) runs centred in it.
+    lengths = [original_len, changed_len] if original == 0 else [changed_len, original_len]
+    spans = [(c[0] + (c[1] - c[0] - n) // 2, c[0] + (c[1] - c[0] - n) // 2 + n) for c, n in zip(clues, lengths)]
     sprites = [_crossing_sprite(f"{colour} ball", colour, size, spec, sp, vector, lane) for sp in spans]
     letter = next(LETTERS[k] for k, (orig, f, _) in enumerate(SPEED_OPTIONS) if orig == original and f == factor)
     src, dst = _edge_words(vector)
@@ -665,7 +678,7 @@ def speed_task(rng: np.random.Generator, spec: VideoSpec, placer: Placer) -> Tas
             "One crossing plays at the original speed; the other was sped up or slowed down. Which statement is true?"
         ),
         options=lettered([text for _, _, text in SPEED_OPTIONS]), answer=letter, problem_type="multiple_choice",
-        clues=spans, critical=changed, steps=steps, summary=summary, sprites=sprites, key_frames=key_frames,
+        clues=clues, critical=changed, steps=steps, summary=summary, sprites=sprites, key_frames=key_frames,
         task={"original_crossing_seconds": round(t0, 1)},
         generation={
             "original_crossing_seconds": round(t0, 4), "changed_crossing": which[changed], "factor": factor,
@@ -854,7 +867,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kinds", default=",".join(TASK_KINDS), help=f"comma-separated task kinds (default all: {','.join(TASK_KINDS)})")
     parser.add_argument("--workers", type=int, default=1, help="parallel rendering processes (default 1)")
     parser.add_argument("--min-duration", type=float, default=10.0, help="shortest video in seconds (default 10)")
-    parser.add_argument("--max-duration", type=float, default=180.0, help="longest video in seconds (default 180)")
+    parser.add_argument("--max-duration", type=float, default=180.0,
+                        help="longest video in seconds (default 180); a kind's own minimum still applies (speed 40, count_flashes 20, direction 16)")
     parser.add_argument("--avoid-uniform", default="8", help="comma-separated counts of uniform initial frames that must miss every clue (default 8)")
 
 
