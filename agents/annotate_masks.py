@@ -36,9 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-import numpy as np
 
-from videoseek.agents.policy import Message, Policy, PolicyInput, PolicyOutput
+from videoseek.agents.policy import Policy
 from videoseek.envs.sample import DataError, MaskPattern, VideoSample
 from videoseek.rewards.timestamps import find_times, parse_span, parse_time
 
@@ -98,76 +97,6 @@ def candidate_ranges(sample: VideoSample, duration: float | None = None, max_pat
 
 # ---- masked oracle episodes --------------------------------------------------------------------
 @dataclass
-class MaskJob:
-    """One masked episode: `vote` of the candidate `pattern` of `sample`."""
-
-    sample: VideoSample
-    pattern: int
-    time_range: tuple[float, float]
-    vote: int
-    episode_id: str
-    env: Any = None
-    messages: list[Message] = field(default_factory=list)
-    rng: np.random.Generator | None = None
-    correct: bool | None = None
-    failure: str | None = None
-    done: bool = False
-
-
-def _start(job: MaskJob, config: Any, policy_name: str, seed: int) -> None:
-    from videoseek.agents.prompting import initial_messages
-    from videoseek.agents.rollout import stable_seed
-    from videoseek.envs.env import VideoSeekEnv
-
-    job.env = VideoSeekEnv(job.sample, config)
-    ep_seed = stable_seed(seed, job.episode_id)
-    job.rng = np.random.default_rng(ep_seed)
-    obs, _ = job.env.reset(
-        seed=ep_seed,
-        options={"perturbation": {"kind": "mask", "time_range": list(job.time_range)}, "episode_id": job.episode_id,
-                 "policy": policy_name, "group": {"id": job.sample.id, "index": job.vote}},
-    )  # fmt: skip
-    job.messages = initial_messages(obs)
-
-
-def _step(job: MaskJob, out: PolicyOutput) -> None:
-    from videoseek.agents.prompting import assistant_message, tool_message
-
-    text = out.text if isinstance(out, PolicyOutput) else str(out)
-    token_ids = out.token_ids if isinstance(out, PolicyOutput) else None
-    # With token ids the renderer re-uses the generated tokens (token-exact history), as in rollouts.
-    job.messages.append(assistant_message(text, token_ids))
-    obs, _, terminated, truncated, info = job.env.step(text)
-    if token_ids is not None:
-        job.env.trajectory.turns[-1].tokens = {"prompt": len(out.prompt_token_ids or []), "completion": len(token_ids)}
-    if terminated or truncated:
-        job.done = True
-        job.correct = bool(info.get("correct"))  # a truncated episode never answered: not correct
-    else:
-        job.messages.append(tool_message(obs))
-
-
-def _fail(job: MaskJob, where: str, exc: BaseException) -> None:
-    job.done = True
-    job.failure = f"{where}: {type(exc).__name__}: {exc}".splitlines()[0][:300]
-
-
-def _act(policy: Policy, jobs: list[MaskJob], inputs: list[PolicyInput]) -> list[PolicyOutput | None]:
-    """One batched policy call; when it fails, each episode is retried alone so that only the
-    episodes whose input breaks the policy fail (None), never the whole batch."""
-    try:
-        outputs = policy.act(inputs)
-        if len(outputs) != len(inputs):
-            raise RuntimeError(f"policy returned {len(outputs)} outputs for {len(inputs)} inputs")
-        return list(outputs)
-    except Exception as exc:
-        if len(inputs) == 1:
-            _fail(jobs[0], "policy", exc)
-            return [None]
-    return [out for j, inp in zip(jobs, inputs) for out in _act(policy, [j], [inp])]
-
-
-@dataclass
 class AnnotationStats:
     samples: int = 0
     patterns: int = 0
@@ -194,17 +123,20 @@ def annotate_samples(
     """Annotate every sample's candidate ranges with the oracle `policy`; `on_sample` receives each
     sample (annotated, or unchanged when it has no candidate) as soon as its episodes are done.
 
-    A pattern whose episodes crash (env or policy) is left out and counted, never guessed. With a
-    `trajectories` writer (`videoseek.agents.rollout.TrajectoryWriter`) every episode is recorded.
+    The masked episodes run through the rollout runner's `drive_episodes` (batched policy calls,
+    per-episode failure isolation, token-exact history). A pattern whose episodes crash (env or
+    policy) is left out and counted, never guessed. With a `trajectories` writer
+    (`videoseek.agents.rollout.TrajectoryWriter`) every episode is recorded.
     """
+    from videoseek.agents.rollout import Episode, drive_episodes
     from videoseek.envs.env import EnvConfig
 
     if votes < 1:
         raise ValueError(f"votes must be at least 1, got {votes}")
     config = env_config or EnvConfig()
     stats = AnnotationStats()
-    queue: list[MaskJob] = []
-    pending: dict[str, list[MaskJob]] = {}
+    episodes: list[Episode] = []
+    pending: dict[str, list[Episode]] = {}
     ready: list[VideoSample] = []
     for s in samples:
         ranges = candidate_ranges(s, max_patterns=max_patterns)
@@ -212,9 +144,13 @@ def annotate_samples(
             stats.without_candidates += 1
             ready.append(s)
             continue
-        jobs = [MaskJob(s, k, r, v, f"{s.id}/mask{k}/v{v}") for k, r in enumerate(ranges) for v in range(votes)]
+        jobs = [
+            Episode(s, f"{s.id}/mask{k}/v{v}", s.id, v, {"kind": "mask", "time_range": list(r)}, pattern=k)
+            for k, r in enumerate(ranges)
+            for v in range(votes)
+        ]
         pending[s.id] = jobs
-        queue.extend(jobs)
+        episodes.extend(jobs)
 
     bar = None
     if progress:
@@ -229,51 +165,31 @@ def annotate_samples(
         if bar:
             bar.update(1)
 
+    def finished(ep: Episode) -> None:
+        traj = ep.env.trajectory if ep.env is not None else None
+        ep.correct = bool(traj is not None and traj.correct)  # a truncated episode never answered: not correct
+        if trajectories is not None and traj is not None:
+            traj.failure = ep.failure
+            trajectories.write(traj, ep.env.frames_by_turn)
+        ep.env = None  # release decoded frames
+        group = pending.get(ep.sample.id)
+        # Every episode of the sample reported here (a sibling may be done but not yet reported).
+        if group is not None and all(x.correct is not None for x in group):
+            emit(_label(ep.sample, group, votes, threshold, stats))
+            del pending[ep.sample.id]
+
     for s in ready:
         emit(s)
-    live: list[MaskJob] = []
-    while queue or live:
-        while queue and len(live) < batch_episodes:
-            job = queue.pop(0)
-            try:
-                _start(job, config, policy.name, seed)
-            except Exception as exc:  # a bad video fails its episodes, not the run
-                _fail(job, "reset", exc)
-            live.append(job)
-        active = [j for j in live if not j.done]
-        if active:
-            inputs = [PolicyInput(j.sample, j.messages, j.env.evidence, len(j.env.trajectory.turns), j.episode_id, j.rng) for j in active]
-            for j, out in zip(active, _act(policy, active, inputs)):
-                if out is None:
-                    continue
-                try:
-                    _step(j, out)
-                except Exception as exc:
-                    _fail(j, "step", exc)
-        still = []
-        for j in live:
-            if not j.done:
-                still.append(j)
-                continue
-            if trajectories is not None and j.env is not None and j.env.trajectory is not None:
-                traj = j.env.trajectory
-                traj.failure = j.failure
-                trajectories.write(traj, j.env.frames_by_turn)
-            j.env = None  # release decoded frames
-            group = pending.get(j.sample.id)
-            if group is not None and all(x.done for x in group):
-                emit(_label(j.sample, group, votes, threshold, stats))
-                del pending[j.sample.id]
-        live = still
+    drive_episodes(episodes, policy, config, seed=seed, batch_episodes=batch_episodes, on_done=finished)
     if bar:
         bar.close()
     return stats
 
 
-def _label(sample: VideoSample, jobs: list[MaskJob], votes: int, threshold: float, stats: AnnotationStats) -> VideoSample:
+def _label(sample: VideoSample, jobs: list[Any], votes: int, threshold: float, stats: AnnotationStats) -> VideoSample:
     """The sample with one new `MaskPattern` per candidate whose episodes all finished."""
     patterns = list(sample.mask_patterns)
-    by_pattern: dict[int, list[MaskJob]] = {}
+    by_pattern: dict[int, list[Any]] = {}
     for j in jobs:
         by_pattern.setdefault(j.pattern, []).append(j)
     for k in sorted(by_pattern):
@@ -285,7 +201,7 @@ def _label(sample: VideoSample, jobs: list[MaskJob], votes: int, threshold: floa
             continue
         share = sum(bool(j.correct) for j in group) / votes
         ok = share >= threshold
-        patterns.append(MaskPattern(time_range=group[0].time_range, oracle_correct=ok))
+        patterns.append(MaskPattern(time_range=tuple(group[0].perturbation["time_range"]), oracle_correct=ok))
         stats.patterns += 1
         stats.oracle_correct += ok
     metadata = {k: v for k, v in sample.metadata.items() if k != "mask_candidates"}

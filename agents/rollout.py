@@ -115,7 +115,8 @@ class Episode:
     rng: np.random.Generator | None = None
     done: bool = False
     failure: str | None = None
-    tokens: int = 0
+    pattern: int | None = None  # which candidate mask pattern (mask annotation)
+    correct: bool | None = None  # filled by callers that need the outcome after the env is released
 
 
 def stable_seed(*parts: Any) -> int:
@@ -165,6 +166,46 @@ def _record_failure(ep: Episode, where: str, exc: BaseException) -> None:
     ep.failure_trace = traceback.format_exc(limit=5)  # type: ignore[attr-defined]
 
 
+def drive_episodes(
+    episodes: Sequence[Episode],
+    policy: Policy,
+    config: EnvConfig,
+    *,
+    seed: int = 0,
+    batch_episodes: int = 64,
+    on_done: Callable[[Episode], None] | None = None,
+) -> None:
+    """Advance `episodes` together, one batched `policy.act` per turn over every live episode.
+
+    At most `batch_episodes` run at once; `on_done(ep)` is called as each one ends (its env,
+    trajectory and frames still attached). Failures (reset, policy, step) end only their episode,
+    recorded in `ep.failure`.
+    """
+    queue = list(episodes)
+    live: list[Episode] = []
+    while queue or live:
+        while queue and len(live) < batch_episodes:
+            ep = queue.pop(0)
+            try:
+                _start(ep, config, policy.name, seed)
+            except Exception as exc:
+                _record_failure(ep, "reset", exc)
+            live.append(ep)
+        active = [ep for ep in live if not ep.done]
+        if active:
+            inputs = [
+                PolicyInput(ep.sample, ep.messages, ep.env.evidence, len(ep.env.trajectory.turns), ep.episode_id, ep.rng)
+                for ep in active
+            ]
+            for ep, out in zip(active, _act(policy, active, inputs)):
+                if out is not None:
+                    _advance(ep, out)
+        for ep in live:
+            if ep.done and on_done is not None:
+                on_done(ep)
+        live = [ep for ep in live if not ep.done]
+
+
 def run_rollouts(
     samples: Sequence[VideoSample],
     policy: Policy,
@@ -204,45 +245,25 @@ def run_rollouts(
     bar = _progress(len(todo), enabled=progress)
     t0 = time.perf_counter()
     finished_count = 0
-    queue = list(todo)
-    live: list[Episode] = []
-    while queue or live:
-        while queue and len(live) < batch_episodes:
-            ep = queue.pop(0)
-            try:
-                _start(ep, config, policy.name, seed)
-            except Exception as exc:
-                _record_failure(ep, "reset", exc)
-            live.append(ep)
-        active = [ep for ep in live if not ep.done]
-        if active:
-            inputs = [
-                PolicyInput(ep.sample, ep.messages, ep.env.evidence, len(ep.env.trajectory.turns), ep.episode_id, ep.rng)
-                for ep in active
-            ]
-            for ep, out in zip(active, _act(policy, active, inputs)):
-                if out is not None:
-                    _advance(ep, out)
-        still = []
-        for ep in live:
-            if ep.done:
-                finished_count += 1
-                bar.update(1, rate=finished_count / max(time.perf_counter() - t0, 1e-9))
-                group = pending.get(ep.group_id)  # None once a sibling has finished the group
-                if group is not None and all(e.done for e in group):
-                    trajs = _finish_group(group, config, policy.name)
-                    for traj, e in zip(trajs, group):
-                        if writer:
-                            writer.write(traj, e.env.frames_by_turn if e.env else {})
-                        if on_episode:
-                            on_episode(traj)
-                    results.extend(trajs)
-                    for e in group:
-                        e.env = None  # release frames
-                    del pending[ep.group_id]
-            else:
-                still.append(ep)
-        live = still
+
+    def finished(ep: Episode) -> None:
+        nonlocal finished_count
+        finished_count += 1
+        bar.update(1, rate=finished_count / max(time.perf_counter() - t0, 1e-9))
+        group = pending.get(ep.group_id)  # None once a sibling finishing at the same turn closed it
+        if group is not None and all(e.done for e in group):
+            trajs = _finish_group(group, config, policy.name)
+            for traj, e in zip(trajs, group):
+                if writer:
+                    writer.write(traj, e.env.frames_by_turn if e.env else {})
+                if on_episode:
+                    on_episode(traj)
+            results.extend(trajs)
+            for e in group:
+                e.env = None  # release frames
+            del pending[ep.group_id]
+
+    drive_episodes(todo, policy, config, seed=seed, batch_episodes=batch_episodes, on_done=finished)
     bar.close()
     return results
 

@@ -167,7 +167,7 @@ def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[VideoSample]:
                 raise DataError(f"{path}:{lineno}: duplicate sample id {sample.id!r}")
             seen.add(sample.id)
             if not os.path.isabs(sample.video):
-                sample.video = str(base / sample.video)
+                sample.video = os.path.normpath(base / sample.video)
             yield sample
 
 

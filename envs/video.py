@@ -110,8 +110,12 @@ class _DecordSource:
         self.pts = np.asarray(self._vr.get_frame_timestamp(np.arange(n))[:, 0], dtype=np.float64)
         self.frame_end = float(self._vr.get_frame_timestamp([n - 1])[0, 1])
         self.fps = float(self._vr.get_avg_fps())
-        h, w = self._vr[0].shape[:2]
-        self.width, self.height = int(w), int(h)
+        # decord has no size query and decoding a frame for it costs a seek; the container header has it.
+        import av
+
+        with av.open(path) as c:
+            cc = c.streams.video[0].codec_context
+            self.width, self.height = int(cc.width), int(cc.height)
 
     def decode(self, indices: Sequence[int]) -> np.ndarray:
         return self._vr.get_batch(list(indices)).asnumpy()
