@@ -392,11 +392,21 @@ class VideoSeekAgentLoop(AgentLoopBase):
     async def _score_group(
         self, sample: VideoSample, origins: list[EpisodeSummary], perturbed: dict[str, list[EpisodeSummary]], mask_info: dict | None
     ) -> list[tuple[float, dict[str, float]]]:
-        from videoseek.rewards import score_group
+        """`score_group` over the origin group; per-episode scores when the group reward cannot be
+        formed (e.g. a DM-GRPO sample without mask patterns, or every perturbed episode failed),
+        as the local rollout runner does."""
+        from videoseek.rewards import score_episode, score_group
 
         config = self.options.reward
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(None, lambda: score_group(sample, origins, perturbed, config, perturbation=mask_info))
+
+        def score() -> list[tuple[float, dict[str, float]]]:
+            try:
+                return score_group(sample, origins, perturbed, config, perturbation=mask_info)
+            except ValueError as exc:
+                logger.warning("videoseek group reward of sample %s fell back to per-episode scores: %s", sample.id, exc)
+                return [score_episode(sample, o, config) for o in origins]
+
+        return await asyncio.get_running_loop().run_in_executor(None, score)
 
     # ---- output ------------------------------------------------------------------------------
     def _record(self, sample: VideoSample, result: EpisodeResult) -> dict[str, Any]:

@@ -307,5 +307,7 @@ def main_ppo_command(overrides: list[str], python: str | None = None) -> list[st
     return [python or sys.executable, "-m", "verl.trainer.main_ppo", *overrides]
 
 
-def shell_line(command: list[str]) -> str:
-    return " \\\n    ".join(shlex.quote(c) for c in command)
+def shell_line(command: list[str], head: int = 3) -> str:
+    """The command for a shell: the program on the first line, one override per line after it."""
+    quoted = [shlex.quote(c) for c in command]
+    return " \\\n    ".join([" ".join(quoted[:head]), *quoted[head:]])

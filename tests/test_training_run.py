@@ -1,0 +1,110 @@
+"""`training/run_csgrpo.py`: `--dry-run` composes verl's config on CPU; the local backend trains."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+import yaml
+
+pytest.importorskip("verl")
+
+from videoseek.agents.tiny_model import ensure_tiny_model  # noqa: E402
+from videoseek.envs.sample import write_jsonl  # noqa: E402
+from videoseek.training import run_csgrpo  # noqa: E402
+from videoseek.training.verl_config import list_ready_configs  # noqa: E402
+
+FAST = {
+    "max_turn_tokens": 24, "group_size": 3, "batch_size": 1,
+    "env": {"initial_frames": 2, "frames_per_call": 2, "max_turns": 2, "max_total_frames": 8, "max_pixels": 112 * 112},
+}  # fmt: skip
+
+
+@pytest.fixture
+def one_thread():
+    """Torch's two threads fight over two busy cores; one is about ten times faster here."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return ensure_tiny_model(cache_dir=tmp_path_factory.mktemp("models"))
+
+
+# A long reference in the tiny model's own vocabulary (its tokenizer was trained on protocol text
+# like this), so random rollouts overlap it by different amounts and PRR rewards differ in a group.
+REFERENCE = (
+    "<think>At 12.5s the ball is green. The frames at 3.0s and 8.0s do not show the ball, so I should look closer "
+    "between 11.0s and 14.0s. I see the green ball flashes at 12.5s, so the answer is B. The sparse frames are not "
+    "enough to tell when the light turns on.</think>"
+)
+
+
+@pytest.fixture
+def data(tmp_path, index_sample):
+    sample = index_sample.model_copy(update={"reference_reasoning": REFERENCE})
+    return write_jsonl([sample], tmp_path / "samples.jsonl")
+
+
+def test_dry_run_composes_validates_and_writes_the_config(tmp_path, tiny, data, capsys):
+    out = tmp_path / "run"
+    assert run_csgrpo.main(["--dry-run", "--data", str(data), "--model", str(tiny), "--reward", "dmgrpo", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.splitlines()[0].endswith("-m verl.trainer.main_ppo \\")
+    cfg = yaml.safe_load((out / "verl_config.yaml").read_text())
+    assert cfg["algorithm"]["adv_estimator"] == "videoseek_grpo"
+    assert cfg["actor_rollout_ref"]["rollout"]["name"] == "vllm"
+    assert cfg["actor_rollout_ref"]["rollout"]["agent"]["default_agent_loop"] == "videoseek"
+    assert cfg["reward"]["custom_reward_function"]["path"] == "pkg://videoseek.training.reward_fn"
+    loop = yaml.safe_load((out / "agent_loop.yaml").read_text())
+    assert loop[0]["_target_"] == "videoseek.training.agent_loop.VideoSeekAgentLoop" and loop[0]["videoseek"]["reward"]["preset"] == "dmgrpo"
+    assert (out / "data" / "train.parquet").is_file() and "verl.trainer.main_ppo" in (out / "command.sh").read_text()
+
+
+@pytest.mark.parametrize("name", list_ready_configs())
+def test_ready_configs_pass_verls_validation(tmp_path, data, name):
+    assert run_csgrpo.main(["--dry-run", "--config", name, "--data", str(data), "--out", str(tmp_path / name)]) == 0
+    cfg = yaml.safe_load((tmp_path / name / "verl_config.yaml").read_text())
+    assert cfg["trainer"]["n_gpus_per_node"] >= 1 and cfg["actor_rollout_ref"]["model"]["path"].startswith("Qwen/")
+
+
+def test_dry_run_rejects_an_unknown_verl_key(tmp_path, data, tiny, capsys):
+    argv = ["--dry-run", "--data", str(data), "--model", str(tiny), "--out", str(tmp_path / "bad"), "--override", "actor_rollout_ref.rollout.no_such_key=1"]
+    assert run_csgrpo.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no_such_key" in err[0]  # one line, before any export work
+    assert not (tmp_path / "bad" / "data").exists()
+
+
+def test_local_backend_two_steps_change_the_parameters(tmp_path, tiny, data, one_thread):
+    from transformers import AutoModelForImageTextToText
+
+    config = tmp_path / "fast.yaml"
+    config.write_text(yaml.safe_dump(FAST))
+    out = tmp_path / "local"
+    # prr: the process reward (ROUGE to the reference reasoning) differs between random rollouts,
+    # so the group has reward variance and the policy gradient is not zero.
+    argv = ["--backend", "local", "--model", str(tiny), "--data", str(data), "--steps", "2", "--reward", "prr", "--config", str(config), "--out", str(out)]
+    assert run_csgrpo.main(argv) == 0
+
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2]
+    for r in rows:
+        for key in ("loss", "pg_loss", "kl", "grad_norm", "reward", "accuracy", "coverage", "calls", "reward/process"):
+            assert math.isfinite(r[key]), key
+        assert r["episodes"] == 3 and r["policy_tokens"] > 0
+    assert rows[0]["grad_norm"] > 0
+    assert rows[1]["kl"] > 0  # after one update the policy has moved away from the reference
+
+    before = AutoModelForImageTextToText.from_pretrained(tiny).state_dict()
+    after = AutoModelForImageTextToText.from_pretrained(out / "checkpoint").state_dict()
+    changed = [k for k in before if not torch.equal(before[k], after[k])]
+    assert changed, "no parameter changed"
+    for step in (1, 2):
+        lines = (out / "rollouts" / f"step_{step:04d}" / "trajectories.jsonl").read_text().splitlines()
+        assert len(lines) == 3  # the group of G = 3 origin episodes, for the viewer

@@ -1,0 +1,275 @@
+#!/usr/bin/env python
+"""Train a video agent with CS-GRPO (or DM-GRPO, T-GRPO, PRR, ProcessThinker): one entry point.
+
+    python training/run_csgrpo.py                         # CPU smoke run: synthetic set, tiny model, local GRPO
+    python training/run_csgrpo.py --reward dmgrpo --steps 20
+    python training/run_csgrpo.py --backend verl --dry-run                  # compose + validate verl's config
+    python training/run_csgrpo.py --backend verl --config qwen25vl_7b_8gpu --data train.jsonl
+
+Two backends share the data, the reward presets and the verl algorithm config:
+
+- `local` (default without a CUDA GPU and vLLM): GRPO in this process with the transformers
+  policy. Each step plays G episodes per question through `VideoSeekEnv` (plus the preset's
+  perturbed groups), scores them with the preset, normalises advantages within each origin group
+  and takes one clipped policy-gradient step with a KL penalty to the frozen reference, using
+  verl's own `core_algos` functions. Metrics go to the console and RUN/metrics.jsonl, each step's
+  trajectories to RUN/rollouts/step_NNNN (open with `videoseek view`), the model to RUN/checkpoint.
+- `verl` (default with CUDA and vLLM): exports the samples to parquet, composes verl's hydra
+  config (vLLM rollout, the VideoSeek agent loop, the reward function, the `videoseek_grpo`
+  estimator, batch and length settings, GPUs), validates it, prints the full command and runs
+  `python -m verl.trainer.main_ppo`. `--dry-run` stops after writing RUN/verl_config.yaml and
+  RUN/command.sh: it needs no GPU.
+
+The script reads top to bottom: arguments, data, model, then either backend.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a file: drop training/ from the path (its modules are videoseek.training.*)
+    sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+PRESETS = ("csgrpo", "dmgrpo", "tgrpo", "prr", "processthinker")
+# The CPU smoke run: small enough for a laptop or CI, large enough to exercise every path.
+SMOKE = {
+    "group_size": 4,
+    "batch_size": 2,
+    "steps": 10,
+    "max_turn_tokens": 48,
+    "prompt_length": 2048,
+    "response_length": 512,
+    "env": {"initial_frames": 4, "frames_per_call": 4, "max_turns": 3, "max_total_frames": 16, "max_pixels": 112 * 112},
+}
+
+
+# ---- 1. arguments ------------------------------------------------------------------------------
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--backend", choices=("local", "verl"), default=None, help="default: verl with CUDA and vLLM, else local")
+    p.add_argument("--reward", choices=PRESETS, default=None, help="reward preset (default csgrpo, or the --config's)")
+    p.add_argument("--config", default=None, help="a ready config: name in training/configs (qwen25vl_7b_8gpu, qwen25vl_3b_1gpu) or a YAML path")
+    p.add_argument("--model", default=None, help="Hugging Face checkpoint folder (default: the tiny offline Qwen2.5-VL)")
+    p.add_argument("--data", default=None, help="samples JSONL or verl parquet (default: a synthetic set, generated if absent)")
+    p.add_argument("--val-data", default=None, help="validation parquet/JSONL for verl (default: 10%% of --data)")
+    p.add_argument("--group-size", type=int, default=None, help="rollouts per question G")
+    p.add_argument("--batch-size", type=int, default=None, help="questions per step")
+    p.add_argument("--steps", type=int, default=None, help="GRPO steps")
+    p.add_argument("--lr", type=float, default=None, help="learning rate (default 1e-6)")
+    p.add_argument("--kl-coef", type=float, default=None, help="KL-to-reference loss weight (default 0.01)")
+    p.add_argument("--n-gpus", type=int, default=None, help="GPUs per node for verl")
+    p.add_argument("--out", default=None, help="run directory (default runs/<preset>)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default=None, help="local backend: cuda or cpu (default cuda when available)")
+    p.add_argument("--threads", type=int, default=None, help="local backend: torch CPU threads (1 is fastest on a busy machine)")
+    p.add_argument("--synthetic-n", type=int, default=16, help="size of the generated synthetic set")
+    p.add_argument("--dry-run", action="store_true", help="compose and validate verl's config, write it, start nothing")
+    p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="extra verl override (repeatable)")
+    return p.parse_args(argv)
+
+
+def default_backend() -> str:
+    import torch
+
+    has_vllm = importlib.util.find_spec("vllm") is not None
+    return "verl" if torch.cuda.is_available() and has_vllm else "local"
+
+
+def build_spec(args: argparse.Namespace, model: str, train_files: list[str], val_files: list[str]):
+    """A `TrainSpec` from the smoke defaults, then the ready config, then the command line."""
+    from videoseek.training.verl_config import TrainSpec, load_ready_config
+
+    values = copy.deepcopy(SMOKE) | {"reward": "csgrpo", "lr": 1e-6, "kl_coef": 0.01}
+    if args.config:
+        ready = load_ready_config(args.config)
+        values.update({k: v for k, v in ready.items() if k not in ("description", "requires", "model")})
+    cli = {
+        "reward": args.reward, "group_size": args.group_size, "batch_size": args.batch_size, "steps": args.steps,
+        "lr": args.lr, "kl_coef": args.kl_coef, "n_gpus": args.n_gpus,
+    }  # fmt: skip
+    values.update({k: v for k, v in cli.items() if v is not None})
+    overrides = dict(values.pop("overrides", {}) or {})
+    for item in args.override:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--override {item!r}: expected KEY=VALUE")
+        overrides[key] = _yaml_value(value)
+    out = args.out or f"runs/{values['reward']}"
+    return TrainSpec(model=model, train_files=train_files, val_files=val_files, out=out, overrides=overrides, **values)
+
+
+def _yaml_value(text: str):
+    import yaml
+
+    return yaml.safe_load(text)
+
+
+# ---- 2. data -----------------------------------------------------------------------------------
+def load_samples(args: argparse.Namespace, run_dir: Path):
+    """The samples of --data (JSONL), or the synthetic set under RUN/data (generated on first use)."""
+    from videoseek.envs.sample import VideoSample
+    from videoseek.envs.synth import generate_dataset
+
+    if args.data:
+        return VideoSample.from_jsonl(args.data)
+    path = run_dir / "data" / "samples.jsonl"
+    if path.exists():
+        return VideoSample.from_jsonl(path)
+    print(f"generating {args.synthetic_n} synthetic samples in {path.parent}", flush=True)
+    return generate_dataset(path.parent, n=args.synthetic_n, seed=args.seed)
+
+
+# ---- 3. model ----------------------------------------------------------------------------------
+def model_path(args: argparse.Namespace) -> str:
+    if args.model:
+        return args.model
+    if args.config:
+        from videoseek.training.verl_config import load_ready_config
+
+        ready_model = load_ready_config(args.config).get("model")
+        if ready_model:
+            return ready_model
+    from videoseek.agents.tiny_model import ensure_tiny_model
+
+    return str(ensure_tiny_model(seed=args.seed))
+
+
+# ---- 4a. the verl backend ----------------------------------------------------------------------
+def run_verl(args: argparse.Namespace) -> int:
+    from videoseek.envs.env import EnvConfig
+    from videoseek.training.export import export_samples, split_samples
+    from videoseek.training.verl_config import (
+        compose,
+        main_ppo_command,
+        shell_line,
+        validate,
+        verl_overrides,
+        write_agent_loop_yaml,
+    )
+
+    model = model_path(args)
+    run_dir = build_spec(args, model, [], []).run_dir
+    from_parquet = bool(args.data and args.data.endswith(".parquet"))
+    if from_parquet:
+        train_files, val_files = [args.data], [args.val_data or args.data]
+    else:
+        train_files, val_files = [str(run_dir / "data" / "train.parquet")], [str(run_dir / "data" / "val.parquet")]
+    spec = build_spec(args, model, train_files, val_files)
+    overrides = verl_overrides(spec, write_agent_loop_yaml(spec))
+    command = main_ppo_command(overrides)
+    print(shell_line(command), flush=True)
+    cfg = compose(overrides)  # an unknown key or bad value fails here, before any work
+    if not from_parquet:  # the samples as verl rows (frames of the initial observation included)
+        samples = load_samples(args, run_dir)
+        train, val = split_samples(samples, 0.1, seed=args.seed)
+        env_config = EnvConfig(**spec.env)
+        export_samples(train, run_dir / "data", "train", env_config)
+        export_samples(val or train[:1], run_dir / "data", "val", env_config)
+    for warning in validate(cfg):
+        print(f"warning: {warning}", flush=True)
+    from omegaconf import OmegaConf
+
+    (run_dir / "verl_config.yaml").write_text(OmegaConf.to_yaml(cfg), encoding="utf-8")
+    (run_dir / "command.sh").write_text("#!/bin/sh\n" + shell_line(command) + "\n", encoding="utf-8")
+    print(f"verl config valid: {run_dir / 'verl_config.yaml'}", flush=True)
+    if args.dry_run:
+        return 0
+    env = {**os.environ, "VERL_USE_EXTERNAL_MODULES": "videoseek.training.plugin"}
+    return subprocess.call(command, env=env)
+
+
+# ---- 4b. the local backend: GRPO in one process ------------------------------------------------
+def run_local(args: argparse.Namespace) -> int:
+    import numpy as np
+    import torch
+    from verl.utils.config import omega_conf_to_dataclass
+
+    from videoseek.agents.hf_policy import TransformersPolicy
+    from videoseek.agents.rollout import run_rollouts
+    from videoseek.envs.env import EnvConfig
+    from videoseek.rewards import RewardConfig
+    from videoseek.training.local_grpo import grpo_update
+    from videoseek.training.local_rollout import RecordingPolicy, rollout_metrics, training_batch
+    from videoseek.training.verl_config import compose, verl_overrides, write_agent_loop_yaml
+
+    model = model_path(args)
+    spec = build_spec(args, model, [], [])
+    run_dir = spec.run_dir
+    run_dir.mkdir(parents=True, exist_ok=True)
+    samples = load_samples(args, run_dir)
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+
+    # verl's actor config (clip ratios, loss aggregation, KL type and weight): the same numbers a verl run uses.
+    cfg = compose(verl_overrides(spec, write_agent_loop_yaml(spec)))
+    actor = omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)
+    env_config = EnvConfig(**spec.env, reward=RewardConfig(preset=spec.reward))
+
+    policy = TransformersPolicy(model, device=device, max_new_tokens=spec.max_turn_tokens, temperature=spec.temperature, seed=args.seed)
+    reference = copy.deepcopy(policy.model).eval().requires_grad_(False)
+    optim = actor.optim
+    optimizer = torch.optim.AdamW(policy.model.parameters(), lr=spec.lr, betas=tuple(optim.betas), weight_decay=optim.weight_decay)
+    rng = np.random.default_rng(args.seed)
+    print(f"local GRPO: {spec.reward}, G={spec.group_size}, {spec.batch_size} questions/step, {spec.steps} steps, {model} on {device}", flush=True)
+
+    metrics_file = (run_dir / "metrics.jsonl").open("a", encoding="utf-8")
+    for step in range(1, spec.steps + 1):
+        t0 = time.perf_counter()
+        # Rollouts: G episodes per question with the current policy (+ the preset's perturbed groups), rewards by the preset.
+        questions = [samples[i] for i in rng.choice(len(samples), size=min(spec.batch_size, len(samples)), replace=False)]
+        recorder = RecordingPolicy(policy)
+        policy.model.eval()
+        trajectories = run_rollouts(
+            questions, recorder, group_size=spec.group_size, env_config=env_config,
+            out_dir=run_dir / "rollouts" / f"step_{step:04d}", seed=args.seed * 100003 + step, progress=False,
+        )  # fmt: skip
+        batch = training_batch(trajectories, recorder, policy.renderer)
+        t_rollout = time.perf_counter() - t0
+
+        # Update: group-normalised advantages, clipped policy loss, KL to the reference (verl's core_algos).
+        if batch.episodes:
+            stats = grpo_update(policy.model, reference, optimizer, batch.episodes, batch.rewards, batch.group_ids, actor, device)
+            update = {"loss": stats.loss, "pg_loss": stats.pg_loss, "kl": stats.kl, "grad_norm": stats.grad_norm,
+                      "pg_clipfrac": stats.pg_clipfrac, "policy_tokens": stats.policy_tokens}  # fmt: skip
+        else:
+            update = {"skipped": 1.0}  # every episode failed: nothing to learn from
+        row = {"step": step, **rollout_metrics(trajectories), **update, "episodes": len(batch.episodes),
+               "time/rollout_s": t_rollout, "time/step_s": time.perf_counter() - t0}  # fmt: skip
+        metrics_file.write(json.dumps(row) + "\n")
+        metrics_file.flush()
+        shown = ("reward", "accuracy", "coverage", "calls", "loss", "kl", "grad_norm")
+        print(f"step {step:4d} " + " ".join(f"{k}={row[k]:.4g}" for k in shown if k in row) + f" ({row['time/step_s']:.1f}s)", flush=True)
+    metrics_file.close()
+
+    checkpoint = run_dir / "checkpoint"
+    policy.model.save_pretrained(checkpoint)
+    policy.processor.save_pretrained(checkpoint)
+    print(f"checkpoint: {checkpoint}\nmetrics: {run_dir / 'metrics.jsonl'}\ntrajectories: videoseek view {run_dir / 'rollouts' / f'step_{spec.steps:04d}'}", flush=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    from videoseek.envs.sample import DataError
+    from videoseek.training.verl_config import ConfigError
+
+    args = parse_args(argv)
+    backend = args.backend or ("verl" if args.dry_run else default_backend())
+    try:
+        return run_verl(args) if backend == "verl" or args.dry_run else run_local(args)
+    except (ConfigError, DataError, FileNotFoundError) as exc:
+        print(f"run_csgrpo: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
