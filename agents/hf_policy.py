@@ -8,6 +8,12 @@ than the turn's end are suppressed, so a policy can never write a vision placeho
 new role. Each `PolicyOutput` carries the prompt ids, the generated ids (ending with
 `<|im_end|>` when the model closed the turn itself) and, on request, their log-probabilities
 under the model (temperature 1, before top-p), so training reuses the exact tokens.
+
+Known upstream issue: transformers 5.10 (the version verl 0.9.1 allows) truncates Qwen2.5-VL's
+`second_per_grid_ts` to an integer before scaling temporal positions (huggingface/transformers
+PR #48669 fixes it; 5.19 has the fix), so frames sampled faster than 2 fps share one temporal
+position in this policy's forward passes. Tokens and pixels are unaffected; vLLM computes the
+positions itself.
 """
 
 from __future__ import annotations

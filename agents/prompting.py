@@ -47,6 +47,9 @@ and both then see the real times. Each frame's time is also stated in the text.
 
 from __future__ import annotations
 
+import hashlib
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -197,13 +200,13 @@ def frames_metadata(timestamps: Sequence[float]) -> dict[str, Any]:
     """
     ts = np.asarray(timestamps, dtype=np.float64)
     n = len(ts)
-    span = float(ts[-1] - ts[0]) if n > 1 else 0.0
+    span = float(ts.max() - ts.min()) if n > 1 else 0.0  # shuffled frames (T-GRPO) keep their rate
     rate = (n - 1) / span if span > 0 else 1.0
     return {
         "total_num_frames": max(n, round(n * TIME_BASE / rate)),
         "fps": float(TIME_BASE),
         "frames_indices": [int(round(t * TIME_BASE)) for t in ts],
-        "duration": float(ts[-1]) if n else 0.0,
+        "duration": float(ts.max()) if n else 0.0,
     }
 
 
@@ -241,6 +244,54 @@ def frames_content(timestamps: np.ndarray, mode: str, label_times: bool = True) 
 
 
 # ---- rendering --------------------------------------------------------------------------------
+class EncodingCache:
+    """A thread-safe LRU of processor outputs for visual segments, bounded in bytes.
+
+    Policies re-render the whole conversation every turn, so without it the frames of turn 1 go
+    through the image/video processor once per later turn. Keys are content digests (blake2b of
+    the segment text, frames and timestamps), so a hit returns exactly what the processor would.
+    """
+
+    def __init__(self, max_bytes: int = 256 * 2**20) -> None:
+
+        self.max_bytes = max_bytes
+        self._entries: OrderedDict[bytes, tuple[dict[str, Any], int]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    @staticmethod
+    def key(mode: str, text: str, frames: np.ndarray, timestamps: np.ndarray) -> bytes:
+        digest = hashlib.blake2b(digest_size=20)
+        for part in (mode.encode(), text.encode(), str(frames.shape).encode(), np.ascontiguousarray(frames).data, timestamps.tobytes()):
+            digest.update(len(part).to_bytes(8, "little"))
+            digest.update(part)
+        return digest.digest()
+
+    def get(self, key: bytes) -> dict[str, Any] | None:
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                self.misses += 1
+                return None
+            self._entries.move_to_end(key)
+            self.hits += 1
+            return entry[0]
+
+    def put(self, key: bytes, value: dict[str, Any]) -> None:
+        size = sum(v.numel() * v.element_size() for v in value.values() if hasattr(v, "element_size"))
+        if size > self.max_bytes:
+            return
+        with self._lock:
+            if key in self._entries:
+                return
+            self._entries[key] = (value, size)
+            self._bytes += size
+            while self._bytes > self.max_bytes:
+                _, (_, evicted) = self._entries.popitem(last=False)
+                self._bytes -= evicted
+
+
 @dataclass(frozen=True)
 class _Segment:
     text: str
@@ -268,7 +319,8 @@ class ConversationRenderer:
 
     `chat_template`: "videoseek" (default, `VIDEOSEEK_CHAT_TEMPLATE`), "model" (the processor's
     own template, probed for verbatim history at construction) or a Jinja string (probed too).
-    `min_pixels` / `max_pixels` override the processor's per-frame resize bounds.
+    `min_pixels` / `max_pixels` override the processor's per-frame resize bounds. `cache_bytes`
+    bounds the `EncodingCache` of processed frames (0 disables it).
     """
 
     def __init__(
@@ -280,6 +332,7 @@ class ConversationRenderer:
         label_frame_times: bool = True,
         min_pixels: int | None = None,
         max_pixels: int | None = None,
+        cache_bytes: int = 256 * 2**20,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -296,6 +349,10 @@ class ConversationRenderer:
             (t.content for t in self.tokenizer.added_tokens_decoder.values() if t.special), key=len, reverse=True
         )
         self.vision_kwargs = self._resize_kwargs(min_pixels, max_pixels)
+        self.cache = EncodingCache(cache_bytes)
+        # HF fast tokenizers raise "Already borrowed" when two threads encode at once (verl runs
+        # processors in executor threads), so renders are serialised.
+        self._lock = threading.Lock()
         # Qwen3-VL's processor writes `<t seconds><|vision_start|>pads<|vision_end|>` per frame pair
         # itself, as Qwen3-VL was trained; transformers 5.x no longer removes the template's own
         # `<|vision_start|>...<|vision_end|>` around the video, so the renderer does (as 4.57 did).
@@ -357,9 +414,9 @@ class ConversationRenderer:
             raise ValueError(f"message {index}: role must be one of {ROLES}, got {message.role!r}")
         if not isinstance(message.text, str):
             raise ValueError(f"message {index} ({message.role}): field 'text' must be a string")
+        visual = _check_frames(message, index)  # raises for frames on a system or assistant message
         if message.role == "assistant":
             return {"role": "assistant", "content": message.text}
-        visual = _check_frames(message, index)
         text = {"type": "text", "text": self.defang(message.text)}
         if visual is None:
             return {"role": message.role, "content": [text]}
@@ -438,11 +495,16 @@ class ConversationRenderer:
         return ids
 
     def _encode_visual(self, text: str, frames: np.ndarray, timestamps: np.ndarray) -> dict[str, Any]:
+        """The processor's output for one visual segment (ids and vision tensors), through the cache."""
+        key = EncodingCache.key(self.mode, text, frames, timestamps) if self.cache.max_bytes else None
+        cached = self.cache.get(key) if key is not None else None
+        if cached is not None:
+            return cached
         if self.mode == "video":
             if self.unwrap_video_placeholder:
                 video = self.processor.video_token
                 text = text.replace(f"<|vision_start|>{video}<|vision_end|>", video)
-            return self.processor(
+            encoded = self.processor(
                 text=[text],
                 videos=[frames],
                 video_metadata=[frames_metadata(timestamps)],
@@ -450,7 +512,12 @@ class ConversationRenderer:
                 return_tensors="pt",
                 **self.vision_kwargs,
             )
-        return self.processor(text=[text], images=list(frames), return_tensors="pt", **self.vision_kwargs)
+        else:
+            encoded = self.processor(text=[text], images=list(frames), return_tensors="pt", **self.vision_kwargs)
+        encoded = dict(encoded)
+        if key is not None:
+            self.cache.put(key, encoded)
+        return encoded
 
     def _count_placeholders(self, text: str) -> int:
         token = self.processor.video_token if self.mode == "video" else self.processor.image_token
@@ -459,8 +526,28 @@ class ConversationRenderer:
             raise TemplateError(f"the chat template wrote {other} in {self.mode} mode")
         return text.count(token)
 
+    def _segment_tokens(self, seg: _Segment, message: Message | None) -> tuple[list[int], dict[str, Any], list[Any]]:
+        """(token ids, vision tensors, raw multi-modal items) of one segment."""
+        if seg.part == "content":
+            return self._assistant_ids(message, seg.message), {}, []
+        visual = _check_frames(message, seg.message) if seg.part == "message" else None
+        if visual is None:
+            return self.tokenizer(seg.text, add_special_tokens=False)["input_ids"], {}, []
+        frames, timestamps = visual
+        expected = 1 if self.mode == "video" else len(frames)
+        if self._count_placeholders(seg.text) != expected:
+            raise TemplateError(f"message {seg.message}: the chat template did not write one placeholder per {self.mode} item")
+        encoded = self._encode_visual(seg.text, frames, timestamps)
+        tensors = {k: v for k, v in encoded.items() if k not in ("input_ids", "attention_mask", "mm_token_type_ids") and hasattr(v, "shape")}
+        items = [(frames, frames_metadata(timestamps))] if self.mode == "video" else list(frames)
+        return encoded["input_ids"][0].tolist(), tensors, items
+
     def render(self, messages: Sequence[Message], add_generation_prompt: bool = True) -> dict[str, Any]:
-        """Model inputs for `messages` (see the class docstring for the keys)."""
+        """Model inputs for `messages` (see the class docstring for the keys). Thread-safe."""
+        with self._lock:
+            return self._render(messages, add_generation_prompt)
+
+    def _render(self, messages: Sequence[Message], add_generation_prompt: bool) -> dict[str, Any]:
         import torch
 
         segments = self._segments(messages, add_generation_prompt)
@@ -468,36 +555,23 @@ class ConversationRenderer:
         vision: dict[str, list[Any]] = {}
         mm_items: list[Any] = []
         assistant_spans: list[tuple[int, int]] = []
-        message_spans: list[tuple[int, int]] = [(0, 0)] * len(messages)
+        message_spans: dict[int, tuple[int, int]] = {}
         content_start = 0
         for seg in segments:
             start = len(ids)
             message = messages[seg.message] if seg.message is not None else None
-            if seg.part == "content":
-                ids.extend(self._assistant_ids(message, seg.message))
-            elif seg.part == "message" and (visual := _check_frames(message, seg.message)) is not None:
-                expected = 1 if self.mode == "video" else len(visual[0])
-                if self._count_placeholders(seg.text) != expected:
-                    raise TemplateError(f"message {seg.message}: the chat template did not write one placeholder per {self.mode} item")
-                encoded = self._encode_visual(seg.text, *visual)
-                ids.extend(encoded["input_ids"][0].tolist())
-                for key, value in encoded.items():
-                    if key not in ("input_ids", "attention_mask", "mm_token_type_ids") and isinstance(value, torch.Tensor):
-                        vision.setdefault(key, []).append(value)
-                if self.mode == "video":
-                    mm_items.append((visual[0], frames_metadata(visual[1])))
-                else:
-                    mm_items.extend(visual[0])
-            else:
-                ids.extend(self.tokenizer(seg.text, add_special_tokens=False)["input_ids"])
+            seg_ids, tensors, items = self._segment_tokens(seg, message)
+            ids.extend(seg_ids)
+            for key, value in tensors.items():
+                vision.setdefault(key, []).append(value)
+            mm_items.extend(items)
             if seg.part == "content":
                 content_start = start
-            if seg.part == "tail":
-                closes = ids[start : start + 1] == [self.end_of_turn_id]
+            elif seg.part == "tail":  # the span ends after the <|im_end|> that closes the turn
+                closes = seg_ids[:1] == [self.end_of_turn_id]
                 assistant_spans.append((content_start, start + int(closes)))
             if seg.message is not None:
-                first = message_spans[seg.message][0] if seg.part in ("content", "tail") else start
-                message_spans[seg.message] = (first, len(ids))
+                message_spans[seg.message] = (message_spans.get(seg.message, (start, 0))[0], len(ids))
         input_ids = torch.tensor([ids], dtype=torch.long)
         out: dict[str, Any] = {
             "input_ids": input_ids,
@@ -506,15 +580,14 @@ class ConversationRenderer:
         }
         out.update({key: torch.cat(values, dim=0) for key, values in vision.items()})
         out["assistant_spans"] = assistant_spans
-        out["message_spans"] = message_spans
+        out["message_spans"] = [message_spans[k] for k in range(len(messages))]
         out["text"] = "".join(seg.text for seg in segments)
         out["multi_modal_data"] = {("video" if self.mode == "video" else "image"): mm_items} if mm_items else {}
         return out
 
     def _mm_token_type_ids(self, input_ids: Any) -> Any:
         """0 text, 1 image, 2 video per token: Qwen's 3D rope needs it to find the vision spans."""
-        types = (input_ids == self.image_token_id).long() + 2 * (input_ids == self.video_token_id).long()
-        return types
+        return (input_ids == self.image_token_id).long() + 2 * (input_ids == self.video_token_id).long()
 
 
 def assistant_token_mask(rendered: Mapping[str, Any]) -> Any:

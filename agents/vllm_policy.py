@@ -94,7 +94,7 @@ class VLLMPolicy:
             eos_token_id = self.tokenizer.eos_token_id
         self.stop_ids, self.suppressed_ids = turn_token_sets(self.tokenizer, eos_token_id, self.end_of_turn_id)
         self.mm_processor_kwargs: dict[str, Any] = {"do_sample_frames": False} if mode == "video" else {}
-        self.mm_processor_kwargs.update(self.renderer._vision_kwargs)
+        self.mm_processor_kwargs.update(self.renderer.vision_kwargs)
         if limit_mm_per_prompt is None:
             limit_mm_per_prompt = {"video": 16, "image": 0} if mode == "video" else {"image": 128, "video": 0}
         self.llm = vllm.LLM(model=str(path), seed=seed, limit_mm_per_prompt=dict(limit_mm_per_prompt), **llm_kwargs)

@@ -25,6 +25,9 @@ from videoseek.agents.prompting import (
 from videoseek.envs import CropVideo, EnvConfig, VideoSeekEnv, parse_action
 
 
+pytestmark = pytest.mark.usefixtures("single_thread_torch")
+
+
 def crop(s, e):
     return f'<tool_call>{{"name": "crop_video", "arguments": {{"start": {s}, "end": {e}}}}}</tool_call>'
 
@@ -129,6 +132,9 @@ def test_frames_metadata_gives_the_processor_the_real_times():
     np.testing.assert_allclose(meta.timestamps, ts)
     assert meta.sampled_fps == pytest.approx(2.0, rel=1e-3)
     assert VideoMetadata(**frames_metadata([7.25])).timestamps == [7.25]
+    shuffled = VideoMetadata(**frames_metadata(ts[[2, 0, 3, 1]]))  # T-GRPO shuffles frames with their times
+    np.testing.assert_allclose(shuffled.timestamps, ts[[2, 0, 3, 1]])
+    assert shuffled.sampled_fps == pytest.approx(2.0, rel=1e-3)
 
 
 def test_qwen3_vl_processor_writes_the_frames_real_times(processor, episode):
@@ -229,6 +235,8 @@ def test_bad_frames_are_named(processor, episode):
         renderer.render(bad)
     with pytest.raises(ValueError, match="message 0"):
         renderer.render([assistant_message("hi")])
+    with pytest.raises(ValueError, match=r"message 2 \(assistant\): only user and tool messages may carry frames"):
+        renderer.render(episode[:2] + [Message("assistant", "hi", episode[1].frames, episode[1].timestamps)])
     with pytest.raises(ValueError, match="mode"):
         ConversationRenderer(processor, mode="gif")
 
@@ -244,3 +252,40 @@ def test_model_template_is_used_only_if_it_keeps_history(processor, episode):
     assert stripping != processor.chat_template
     with pytest.raises(TemplateError, match="rewrites assistant text"):
         ConversationRenderer(processor, chat_template=stripping)
+
+
+# ---- encoding cache ---------------------------------------------------------------------------
+def test_the_encoding_cache_never_changes_results_and_stays_bounded(processor, episode):
+    from concurrent.futures import ThreadPoolExecutor
+
+    uncached = ConversationRenderer(processor, cache_bytes=0).render(episode)
+    renderer = ConversationRenderer(processor)
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda _: renderer.render(episode), range(8)))
+    assert renderer.cache.hits > 0 and renderer.cache.misses >= 2
+    for rendered in results:
+        for key in ("input_ids", "pixel_values_videos", "video_grid_thw", "second_per_grid_ts"):
+            assert torch.equal(rendered[key], uncached[key])
+    # Changed pixels are a different key, never a stale hit.
+    masked = list(episode)
+    masked[5] = Message("tool", episode[5].text, np.zeros_like(episode[5].frames), episode[5].timestamps)
+    assert not torch.equal(renderer.render(masked)["pixel_values_videos"], uncached["pixel_values_videos"])
+    small = ConversationRenderer(processor, cache_bytes=uncached["pixel_values_videos"][:30].numel() * 4)
+    small.render(episode)
+    assert small.cache._bytes <= small.cache.max_bytes
+
+
+@pytest.mark.benchmark
+def test_benchmark_cached_rerendering(processor, episode):
+    import time
+
+    cold, warm = ConversationRenderer(processor, cache_bytes=0), ConversationRenderer(processor)
+    warm.render(episode)
+    timings = []
+    for renderer in (cold, warm):
+        t0 = time.perf_counter()
+        for _ in range(20):
+            renderer.render(episode)
+        timings.append(time.perf_counter() - t0)
+    print(f"re-rendering a 6-message episode: uncached / cached = {timings[0] / timings[1]:.1f}x")
+    assert timings[1] < timings[0]
