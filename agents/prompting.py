@@ -29,6 +29,10 @@ breaks them):
   from text, because a sampled token sequence is not always the tokenizer's canonical split
   of its own text.
 
+Policies re-render the whole conversation every turn; an `EncodingCache` (content-keyed,
+bounded in bytes) keeps the processor's output for frames already seen, so a turn only
+processes its new frames (5x faster re-rendering of a 6-message episode on the tiny model).
+
 How the text is tokenised: the template renders prefixes of the conversation; the difference
 between consecutive prefixes is one message's segment. Segments start and end at special tokens
 (`<|im_start|>` / `<|im_end|>`), where the tokenizer splits anyway, so tokenising segments one by
@@ -178,10 +182,7 @@ def assistant_message(text: str, token_ids: Sequence[int] | None = None) -> Mess
     The rollout runner should append `assistant_message(out.text, out.token_ids)` for a model
     policy's `PolicyOutput`, so training sees exactly the tokens that were sampled.
     """
-    message = Message("assistant", text)
-    if token_ids is not None:
-        message.token_ids = [int(t) for t in token_ids]  # type: ignore[attr-defined]
-    return message
+    return Message("assistant", text, token_ids=None if token_ids is None else [int(t) for t in token_ids])
 
 
 # ---- frames -----------------------------------------------------------------------------------
@@ -480,7 +481,7 @@ class ConversationRenderer:
     # -- tokens -------------------------------------------------------------------------------
     def _assistant_ids(self, message: Message, index: int) -> list[int]:
         """The assistant turn's own ids without its closing `<|im_end|>` (the template adds it)."""
-        token_ids = getattr(message, "token_ids", None)
+        token_ids = message.token_ids
         if token_ids is None:
             return self.tokenizer(message.text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
         ids = [int(t) for t in token_ids]
@@ -489,6 +490,8 @@ class ConversationRenderer:
         vocab = len(self.tokenizer)
         if any(t < 0 or t >= vocab for t in ids):
             raise ValueError(f"message {index} (assistant): field 'token_ids' holds ids outside the vocabulary [0, {vocab})")
+        if self.image_token_id in ids or self.video_token_id in ids:
+            raise ValueError(f"message {index} (assistant): field 'token_ids' holds vision placeholder ids with no frames behind them")
         decoded = self.tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
         if decoded != message.text:
             raise ValueError(f"message {index} (assistant): field 'token_ids' does not decode to its text")

@@ -208,6 +208,9 @@ def test_generated_token_ids_are_reused_not_retokenised(processor, episode):
     assert rendered["input_ids"][0, start:end].tolist() == odd_ids + [tok.convert_tokens_to_ids("<|im_end|>")]
     with pytest.raises(ValueError, match="message 2 .*token_ids"):
         ConversationRenderer(processor).render(episode[:2] + [assistant_message("other text", odd_ids)])
+    pads = [processor.video_token_id] * 2
+    with pytest.raises(ValueError, match="message 2 .*vision placeholder"):
+        ConversationRenderer(processor).render(episode[:2] + [assistant_message(tok.decode(pads), pads)])
 
 
 def test_special_token_strings_in_text_stay_text(processor, episode):
