@@ -245,6 +245,8 @@ def run_local(args: argparse.Namespace) -> int:
             update = {"skipped": 1.0}  # every episode failed: nothing to learn from
         row = {"step": step, **rollout_metrics(trajectories), **update, "episodes": len(batch.episodes),
                "time/rollout_s": t_rollout, "time/step_s": time.perf_counter() - t0}  # fmt: skip
+        if str(device).startswith("cuda"):
+            row["gpu/max_memory_gb"] = torch.cuda.max_memory_allocated() / 2**30
         metrics_file.write(json.dumps(row) + "\n")
         metrics_file.flush()
         shown = ("reward", "accuracy", "coverage", "calls", "loss", "kl", "grad_norm")
