@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import sys
+import time
 from pathlib import Path
 
 from videoseek.cli import UserError
@@ -89,6 +90,13 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"{data}: --data file not found")
     play = PlayManager(data or find_samples_file(runs[0]), runs[0] / "play", load_env_config(args.env_config))
     app = ViewerApp(runs, play=play)
+    started = time.perf_counter()
+    for info in app.api_runs()["runs"]:  # index now, so the first page load does not wait for it
+        if info["key"] == "play" and not info["episodes"]:
+            continue
+        note = f" ({info['status']})" if info["status"] else ""
+        print(f"run {info['key']}: {info['path']}: {info['episodes']} episodes{note}")
+    print(f"indexed in {time.perf_counter() - started:.1f} s", flush=True)
     try:
         server = ViewerServer(app, args.host, args.port, verbose=args.verbose)
     except OSError as exc:

@@ -244,15 +244,15 @@ class PlayManager:
 
     def _save(self, session: PlaySession) -> dict[str, Any]:
         """Write the finished episode with the runner's `TrajectoryWriter`; where it went or why not."""
-        from videoseek.agents.rollout import TrajectoryWriter
-
         env = session.env
         try:
+            from videoseek.agents.rollout import TrajectoryWriter
+
             writer = TrajectoryWriter(self.play_dir)
             # the writer sets FrameRef paths in place; give it a copy so the live session keeps its URLs
             writer.write(env.trajectory.model_copy(deep=True), env.frames_by_turn)
-        except OSError as exc:
-            return {"ok": False, "error": f"could not save to {self.play_dir}: {exc}"}
+        except Exception as exc:  # the page must still get the final step's result
+            return {"ok": False, "error": f"could not save to {self.play_dir}: {type(exc).__name__}: {exc}"}
         return {"ok": True, "run": "play", "episode_id": env.trajectory.episode_id,
                 "path": str(self.play_dir / "trajectories.jsonl")}
 

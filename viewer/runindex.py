@@ -17,7 +17,8 @@ import json
 import math
 import os
 import threading
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -63,9 +64,12 @@ class EpisodeRow:
 
     def public(self) -> dict[str, Any]:
         """The row as JSON for the page (without the internal search text)."""
-        out = asdict(self)
-        out.pop("search_text")
-        return out
+        # a plain field read, not dataclasses.asdict: that deep-copies every value and was the
+        # slowest step of answering for a large group
+        return {name: getattr(self, name) for name in PUBLIC_FIELDS}
+
+
+PUBLIC_FIELDS = tuple(f.name for f in fields(EpisodeRow) if f.name != "search_text")
 
 
 @dataclass
@@ -330,10 +334,14 @@ def sort_rows(rows: list[EpisodeRow], key: str, descending: bool) -> list[Episod
     """Rows ordered by `key`; rows without a value for it always come last, ties keep file order."""
     if key not in SORT_KEYS:
         raise ValueError(f"sort: unknown key {key!r}; one of {', '.join(SORT_KEYS)}")
-    present = [r for r in rows if getattr(r, key) is not None]
-    absent = [r for r in rows if getattr(r, key) is None]
+    if key == "index":  # rows are kept in file order already
+        return list(reversed(rows)) if descending else list(rows)
+    get = attrgetter(key)
+    present, absent = [], []
+    for r in rows:
+        (absent if get(r) is None else present).append(r)
     # list.sort is stable also with reverse=True, so ties keep file order either way
-    present.sort(key=lambda r: getattr(r, key), reverse=descending)
+    present.sort(key=get, reverse=descending)
     return present + absent
 
 
@@ -362,7 +370,9 @@ def select(rows: list[EpisodeRow], q: EpisodeQuery) -> tuple[int, list[EpisodeRo
     """(number of matching rows, the rows of page `q.page`) after filtering and sorting."""
     if q.outcome not in OUTCOMES:
         raise ValueError(f"outcome: unknown value {q.outcome!r}; one of {', '.join(OUTCOMES)}")
-    kept = sort_rows([r for r in rows if matches(r, q)], q.sort, q.descending)
+    unfiltered = q.outcome == "all" and not (q.policy or q.problem_type or q.task_kind or q.role or q.text) \
+        and q.reward_min is None and q.reward_max is None
+    kept = sort_rows(rows if unfiltered else [r for r in rows if matches(r, q)], q.sort, q.descending)
     per_page = max(1, min(int(q.per_page), 500))
     start = max(0, int(q.page)) * per_page
     return len(kept), kept[start : start + per_page]

@@ -42,6 +42,7 @@ from videoseek.viewer.runindex import OUTCOMES, SORT_KEYS, EpisodeQuery, Episode
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 IMAGE_TYPES = {".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".png": "image/png", ".webp": "image/webp"}
 MAX_BODY = 1 << 16
+MAX_GROUP = 64  # group rows sent with an episode; GRPO groups are far smaller
 VERSUS = ("", "agree", "disagree", "a_only", "b_only", "missing")
 
 
@@ -212,13 +213,16 @@ class ViewerApp:
             view = episode_view(raw, index.root, lambda p: self.frame_url(key, p), meta)
             if row.problem and row.problem not in view["issues"] and "duplicate" in row.problem:
                 view["issues"].append(row.problem)
-        group = [g.public() for g in index.group(row)] if raw is not None else []
+        members = index.group(row) if raw is not None else []
+        group = [g.public() for g in members[:MAX_GROUP]]
+        if row.index not in {g["index"] for g in group} and raw is not None:
+            group.append(row.public())  # the open episode is always in its own group table
         counterpart = None
         if key in ("A", "B") and "B" in self.runs:
             other_key = "B" if key == "A" else "A"
             b = self.run(other_key).find(row.episode_id, row.sample_id)
             counterpart = None if b is None else {"run": other_key, "index": b.index, "episode_id": b.episode_id}
-        return clean_json({"episode": view, "group": group, "counterpart": counterpart})
+        return clean_json({"episode": view, "group": group, "group_size": len(members), "counterpart": counterpart})
 
     def frame_file(self, key: str, rel: str) -> Path:
         """The image file `rel` of run `key`; `UnsafePath` outside it, `FileNotFoundError` if absent."""

@@ -300,7 +300,8 @@
 
   /* opts: {end, clues, masked, initial: [frame], calls: [call], currentTurn, frameTicks: [frame], showClues, selection: [s,e], onCall(turn), onDrag(s,e)} */
   function timeline(opts) {
-    const W = 1000, L = 78, R = 12, end = Math.max(opts.end || 1, 1e-6);
+    // drawn at the container's pixel width (when known) so labels keep their size in narrow panels
+    const W = Math.max(320, Math.round(opts.width || 1000)), L = 78, R = 12, end = Math.max(opts.end || 1, 1e-6);
     const x = (t) => L + (Math.min(Math.max(t, 0), end) / end) * (W - L - R);
     const calls = opts.calls || [];
     const laneH = 16;
@@ -410,8 +411,8 @@
     const scale = Math.max(1e-9, ...comps.map(([, v]) => Math.abs(v || 0)));
     return h("table", { class: "rewards" },
       comps.map(([name, v]) => h("tr", { "data-component": name }, h("td", {}, name), h("td", { class: "num" }, fmt(v, 3)),
-        h("td", {}, h("span", { class: "bar" + (v < 0 ? " neg" : ""), style: "width:" + Math.round((Math.abs(v || 0) / scale) * 120) + "px" })))),
-      h("tr", {}, h("td", {}, h("b", {}, "reward")), h("td", { class: "num", id: "reward-total" }, h("b", {}, fmt(ep.reward, 3))), h("td", {})),
+        h("td", {}, h("span", { class: "bar" + (v < 0 ? " neg" : ""), style: "width:" + Math.round((Math.abs(v || 0) / scale) * 80) + "px" })))),
+      h("tr", {}, h("td", {}, h("b", {}, "reward")), h("td", { class: "num reward-total" }, h("b", {}, fmt(ep.reward, 3))), h("td", {})),
       h("tr", {}, h("td", {}, "advantage"), h("td", { class: "num" }, fmt(ep.advantage, 3)), h("td", {})));
   }
 
@@ -426,7 +427,7 @@
     const hasPert = group.some((r) => r.role === "perturbed");
     const cell = (r) => r ? h("td", { class: "link" + (r.episode_id === ep.episode_id ? " current" : ""), "data-episode": r.episode_id, onclick: () => { location.hash = "#/episode/" + ep.run + "/" + r.index; } },
       verdict(r.correct), " r=" + fmt(r.reward, 2) + " A=" + fmt(r.advantage, 2)) : h("td", { class: "na" }, "–");
-    return h("table", { class: "group", id: "group-table" }, h("tr", {}, h("th", {}, "g"), h("th", {}, "origin"), hasPert ? h("th", {}, "perturbed") : null),
+    return h("table", { class: "group" }, h("tr", {}, h("th", {}, "g"), h("th", {}, "origin"), hasPert ? h("th", {}, "perturbed") : null),
       Object.keys(byIndex).sort((a, b) => a - b).map((k) => h("tr", {}, h("td", {}, k), cell(byIndex[k].origin), hasPert ? cell(byIndex[k].perturbed) : null)));
   }
 
@@ -453,7 +454,7 @@
       (ep.issues || []).length ? h("ul", { class: "issues" }, ep.issues.map((m) => h("li", {}, m))) : null,
       ep.failure ? h("div", { class: "failure" }, "episode failure: " + ep.failure) : null,
       h("div", { class: "question" }, ep.question || ""), optionList(ep),
-      h("div", { class: "answer-line" }, h("span", {}, "prediction: ", h("b", { id: "prediction" }, ep.prediction === null || ep.prediction === undefined ? "(no answer)" : ep.prediction)),
+      h("div", { class: "answer-line" }, h("span", {}, "prediction: ", h("b", { class: "prediction" }, ep.prediction === null || ep.prediction === undefined ? "(no answer)" : ep.prediction)),
         h("span", {}, "ground truth: ", h("b", {}, ep.answer || "")), h("span", { class: "badge " + (ep.correct === true ? "ok" : ep.correct === false ? "no" : "") }, ep.correct === true ? "correct" : ep.correct === false ? "wrong" : "not scored"),
         h("span", {}, "accuracy " + fmt(ep.accuracy)), ep.truncated ? h("span", { class: "badge" }, "truncated") : null),
     ];
@@ -466,7 +467,7 @@
       const k = Math.min(pos, turns.length);
       const turn = k > 0 ? turns[k - 1] : null;
       const frames = turn ? turn.observation.frames : (ep.initial || { frames: [] }).frames;
-      const tl = timeline({ end: ep.axis_end, clues: ep.clue_intervals, masked: ep.masked_ranges, initial: (ep.initial || {}).frames, allFrames, calls: ep.calls, currentTurn: turn ? turn.index : null, frameTicks: frames, onCall });
+      const tl = timeline({ width: dynamic.clientWidth, end: ep.axis_end, clues: ep.clue_intervals, masked: ep.masked_ranges, initial: (ep.initial || {}).frames, allFrames, calls: ep.calls, currentTurn: turn ? turn.index : null, frameTicks: frames, onCall });
       const callList = h("ul", { class: "calls" }, (ep.calls || []).map((c) => h("li", { class: c.rejected ? "rejected" : null },
         "#" + c.n + " turn " + c.turn + ": " + fmtT(c.start) + "–" + fmtT(c.end) + (c.rejected ? " rejected: " + c.reason : " gain " + fmt(c.gain, 3)) +
         (c.duplicate_of !== null && c.duplicate_of !== undefined ? " · duplicate of #" + (c.duplicate_of + 1) : "") + (c.fragment ? " · fragment" : "") + (c.clipped ? " · clipped" : ""))));
@@ -557,7 +558,7 @@
     const message = h("div", { id: "play-message" });
     const clues = h("input", { type: "checkbox", id: "play-show-clues", onchange: () => { state.showClues = clues.checked; drawTl(); } });
     const drawTl = () => tlHolder.replaceChildren(timeline({
-      end: st.duration, clues: st.clue_intervals, showClues: state.showClues, initial: st.frames, allFrames: state.allFrames, calls: state.calls, currentTurn: null,
+      width: tlHolder.clientWidth, end: st.duration, clues: st.clue_intervals, showClues: state.showClues, initial: st.frames, allFrames: state.allFrames, calls: state.calls, currentTurn: null,
       selection: state.sel, frameTicks: [], onDrag: state.done ? null : (a, b) => { state.sel = [a, b]; startIn.value = a.toFixed(1); endIn.value = b.toFixed(1); },
     }));
     const drawStatus = () => { status.textContent = "turn " + state.turns.length + " of at most " + st.max_turns + " · coverage " + fmt(state.evidence.coverage) + " · evidence score " + fmt(state.evidence.score); };
@@ -597,10 +598,12 @@
     controls.push(cropBtn, answerBtn, rawBtn);
     const optionButtons = (st.options || []).map((o) => { const b = h("button", { class: "option", onclick: () => { answerIn.value = (/^\s*([A-Z])/.exec(o) || [, o])[1]; } }, o); controls.push(b); return b; });
     area.replaceChildren(h("section", { class: "panel", id: "play-episode", "data-session": st.session },
-      h("h2", {}, st.sample_id + " · " + st.problem_type), h("div", { class: "question" }, st.question), optionButtons.length ? h("div", { class: "stepper" }, optionButtons) : null,
+      h("h2", {}, st.sample_id + " · " + st.problem_type), h("div", { class: "question" }, st.question), (st.options || []).length ? h("ol", { class: "options" }, st.options.map((o) => h("li", {}, o))) : null,
       h("h3", {}, "initial frames"), framesBlock(st.frames, "initial"),
       h("h3", {}, "timeline (drag to select a span)"), tlHolder, h("label", { class: "meta" }, clues, " show clue intervals"), status,
-      h("div", { class: "play-controls" }, h("label", {}, "start (s)", startIn), h("label", {}, "end (s)", endIn), cropBtn, h("label", {}, "reasoning", thinkIn), h("label", {}, "answer", answerIn), answerBtn),
+      h("div", { class: "play-row" }, h("label", {}, "reasoning (optional)", thinkIn)),
+      h("div", { class: "play-row" }, h("label", {}, "start (s)", startIn), h("label", {}, "end (s)", endIn), cropBtn),
+      h("div", { class: "play-row" }, h("label", {}, "answer", answerIn), optionButtons, answerBtn),
       h("details", {}, h("summary", {}, "raw assistant text"), rawIn, rawBtn), message, h("h3", {}, "turns"), log));
     drawTl(); drawStatus();
   }

@@ -1,0 +1,238 @@
+"""The viewer page in a real headless Chromium (Debian's `chromium`, driven by Playwright).
+
+One browser for the module. Skipped, with the reason, when /usr/bin/chromium or the `playwright`
+package is missing (`make browser` installs Chromium; playwright comes with the `dev` extra; never
+run `playwright install`, which downloads browsers).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from videoseek.envs.sample import write_jsonl
+from videoseek.viewer.export import export_runs
+from videoseek.viewer.fixtures import write_fixture_run
+from videoseek.viewer.play import PlayManager
+from videoseek.viewer.server import ViewerApp, serve_in_thread
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--no-first-run", "--disable-sync"]  # fmt: skip
+SHOTS = Path(os.environ.get("VIEWER_SCREENSHOTS", "")) if os.environ.get("VIEWER_SCREENSHOTS") else None
+
+if not CHROMIUM.exists():
+    pytest.skip(f"{CHROMIUM} not found: install Debian's chromium (make browser) to run the viewer's browser tests", allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed (pip install playwright; no browser download needed)")
+
+
+def shot(page, name: str) -> None:
+    """Save a screenshot when VIEWER_SCREENSHOTS names a folder (for looking at the page by eye)."""
+    if SHOTS is not None:
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory, index_video):
+    """A server over run A (fixture, with masked groups), run B (same ids, g0 flipped) and play mode."""
+    from videoseek.envs.sample import VideoSample
+
+    base = tmp_path_factory.mktemp("browser")
+    run_a, run_b = base / "a", base / "b"
+    write_fixture_run(run_a, n_samples=2, group_size=4)
+    write_fixture_run(run_b, n_samples=2, group_size=4, policy="uniform", perturbed=False)
+    lines = [json.loads(x) for x in (run_b / "trajectories.jsonl").read_text().splitlines()]
+    for ep in lines:
+        if ep["episode_id"].endswith("/g0"):
+            ep["correct"], ep["prediction"] = False, "D"
+    (run_b / "trajectories.jsonl").write_text("".join(json.dumps(ep) + "\n" for ep in lines))
+    sample = VideoSample(id="play-1", video=str(index_video), question="Which colour flashes?", options=["A. red", "B. green"], answer="B",
+                         clue_intervals=[(12.0, 13.5)], metadata={"task_kind": "test"})  # fmt: skip
+    data = write_jsonl([sample], base / "data" / "samples.jsonl")
+    srv, thread = serve_in_thread(ViewerApp([run_a, run_b], play=PlayManager(data, run_a / "play")))
+    yield {"url": srv.url, "a": run_a, "b": run_b, "base": base}
+    srv.shutdown()
+    srv.server_close()
+    thread.join(5)
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    pg = context.new_page()
+    pg.set_default_timeout(10_000)
+    errors: list[str] = []
+    pg.on("pageerror", lambda exc: errors.append(str(exc)))
+    yield pg
+    context.close()
+    assert errors == [], errors
+
+
+def raws(run: Path) -> list[dict]:
+    return [json.loads(x) for x in (run / "trajectories.jsonl").read_text().splitlines()]
+
+
+def test_list_filter_and_open(page, site):
+    page.goto(site["url"])
+    page.wait_for_selector("#episode-table tbody tr")
+    assert page.locator("#episode-table tbody tr").count() == 16
+    wrong = [r["episode_id"] for r in raws(site["a"]) if r["correct"] is False]
+    page.select_option("select[name=outcome]", "wrong")
+    page.wait_for_function(f"document.querySelectorAll('#episode-table tbody tr').length === {len(wrong)}")
+    assert page.locator("#episode-table tbody tr").evaluate_all("rs => rs.map(r => r.dataset.episode)") == wrong
+    page.fill("input[name=q]", "s00001")
+    expected = [e for e in wrong if e.startswith("s00001")]
+    page.wait_for_function(f"document.querySelectorAll('#episode-table tbody tr').length === {len(expected)}")
+    assert page.locator("#list-count").inner_text().startswith(f"{len(expected)} of 16")
+    page.select_option("select[name=versus]", "disagree")  # A right where B (flipped) is wrong, or the reverse
+    page.wait_for_selector("#no-rows")  # A's wrong answers are g1, which B also gets wrong
+    page.select_option("select[name=outcome]", "all")
+    # B got g0 wrong; A's masked episodes compare with B's first episode of the sample (g0, wrong):
+    # A right and B wrong for g0, mask/g0, mask/g2, mask/g3
+    page.wait_for_function("document.querySelectorAll('#episode-table tbody tr').length === 4")
+    assert page.locator("#episode-table tbody tr").evaluate_all("rs => rs.map(r => r.dataset.episode)") == [
+        "s00001/g0", "s00001/mask/g0", "s00001/mask/g2", "s00001/mask/g3"]
+    shot(page, "list")
+    page.locator("#episode-table tbody tr").first.click()
+    page.wait_for_selector("section.panel.episode[data-run=A]")
+    assert page.locator("section.panel.episode[data-run=A] h2").inner_text() == "[A] s00001/g0"
+    assert page.locator("section.panel.episode[data-run=B] h2").inner_text() == "[B] s00001/g0"  # side by side
+
+
+def test_episode_timeline_keyboard_and_frames(page, site):
+    raw = raws(site["a"])[2]  # g2: think, crop, near-duplicate crop, answer
+    page.goto(site["url"] + "#/episode/A/2")
+    panel = page.locator("section.panel.episode[data-run=A]")
+    panel.locator("svg.timeline").wait_for()
+    spans = panel.locator("svg.timeline .call").evaluate_all(
+        "els => els.map(e => [Number(e.dataset.n), Number(e.dataset.start), Number(e.dataset.end), e.classList.contains('dup')])")
+    calls = [t["call"] for t in raw["turns"] if t["call"]]
+    assert spans == [[k + 1, c["start"], c["end"], c["duplicate_of"] is not None] for k, c in enumerate(calls)]
+    clue = panel.locator("svg.timeline rect.clue").evaluate_all("els => els.map(e => [Number(e.dataset.start), Number(e.dataset.end)])")
+    assert clue == raw["clue_intervals"]
+    assert panel.locator("svg.timeline .init-tick").count() == len(raw["initial"]["frames"])
+    assert page.locator("#turn-pos").inner_text().startswith("start")
+    for k, turn in enumerate(raw["turns"]):
+        page.keyboard.press("ArrowRight")
+        panel.locator(f".turn[data-turn='{turn['index']}']").wait_for()
+        assert page.locator("#turn-pos").inner_text().startswith(f"turn {k}")
+        want = turn["observation"]["frames"]
+        figures = panel.locator(".turn figure")
+        assert figures.count() == len(want)
+        srcs = panel.locator(".turn figure img").evaluate_all("els => els.map(e => e.getAttribute('src'))")
+        assert srcs == ["/frames/A/" + f["path"] for f in want]
+        ticks = panel.locator("svg.timeline .frame-tick").evaluate_all("els => els.map(e => Number(e.dataset.t))")
+        assert ticks == [f["t"] for f in want]
+        if turn["call"]:
+            assert panel.locator("svg.timeline .call.current").evaluate("e => Number(e.dataset.turn)") == turn["index"]
+            page.wait_for_function("[...document.querySelectorAll('section[data-run=A] .turn img')].every(i => i.complete && i.naturalWidth > 0)")
+        kinds = panel.locator(".assistant span").evaluate_all("els => els.map(e => e.className)")
+        assert ("seg-answer" in kinds) == (turn["action"]["type"] == "answer")
+    shot(page, "episode")
+    page.keyboard.press("ArrowLeft")
+    page.keyboard.press("ArrowLeft")
+    assert page.locator("#turn-pos").inner_text().startswith("turn 1")
+    assert "turn=2" in page.url
+    panel.locator(".turn figure img").first.click()
+    page.wait_for_selector("#lightbox:not([hidden])")
+    page.keyboard.press("Escape")
+    page.wait_for_selector("#lightbox", state="hidden")
+    assert "A=" in panel.locator("table.group").inner_text()
+    assert panel.locator("table.group td.current").count() == 1
+
+
+def test_broken_run_shows_what_is_wrong(page, tmp_path):
+    run = tmp_path / "broken"
+    write_fixture_run(run, n_samples=1, group_size=2, perturbed=False)
+    lines = (run / "trajectories.jsonl").read_text().splitlines()
+    gone = json.loads(lines[0])["turns"][0]["observation"]["frames"][0]["path"]
+    (run / gone).unlink()
+    (run / "trajectories.jsonl").write_text(lines[0] + "\n" + lines[1][:200])
+    srv, thread = serve_in_thread(ViewerApp([run]))
+    try:
+        page.goto(srv.url)
+        page.wait_for_selector("#episode-table tr.problem")
+        assert "truncated last line" in page.locator("#episode-table tr.problem").inner_text()
+        page.goto(srv.url + "#/episode/A/1")
+        assert "truncated last line" in page.locator(".issues").inner_text()
+        page.goto(srv.url + "#/episode/A/0?turn=1")
+        page.wait_for_selector(".frames .missing")
+        assert page.locator(".frames .missing").first.inner_text() == "file missing"
+        assert f"frame file missing: {gone}" in page.locator(".issues").inner_text()
+        page.goto(srv.url + "#/episode/A/7")
+        page.wait_for_selector("#page-error")
+        assert "no episode 7" in page.locator("#page-error").inner_text()
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        thread.join(5)
+
+
+def test_export_opens_from_disk(page, site, tmp_path):
+    out = tmp_path / "share.html"
+    export_runs([site["a"], site["b"]], out, thumb=64, progress=False)
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(out.as_uri())
+    page.wait_for_selector("#episode-table tbody tr")
+    assert page.locator("#episode-table tbody tr").count() == 16
+    page.select_option("select[name=role]", "perturbed")
+    page.wait_for_function("document.querySelectorAll('#episode-table tbody tr').length === 8")
+    page.locator("#episode-table tbody tr").nth(2).click()
+    panel = page.locator("section.panel.episode[data-run=A]")
+    panel.locator("svg.timeline rect.masked-range").wait_for()
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function("[...document.querySelectorAll('section[data-run=A] .turn img')].length > 0 && "
+                           "[...document.querySelectorAll('section[data-run=A] .turn img')].every(i => i.src.startsWith('data:image/jpeg') && i.complete && i.naturalWidth > 0)")
+    shot(page, "export")
+    assert all(u.startswith(("file:", "data:")) for u in requests), [u for u in requests if not u.startswith(("file:", "data:"))]
+    assert page.locator("#nav-play").is_hidden()
+
+
+def test_play_one_episode_to_the_end(page, site):
+    page.goto(site["url"] + "#/play")
+    page.click("#play-start")
+    page.wait_for_selector("#play-episode svg.timeline")
+    # the initial frames change the layout as they load: measure the timeline after that
+    page.wait_for_function("[...document.querySelectorAll('#play-episode img')].every(i => i.complete && i.naturalWidth > 0)")
+    svg = page.locator("#play-episode svg.timeline")
+    box = svg.bounding_box()
+    view_w = svg.evaluate("e => e.viewBox.baseVal.width")
+    end = float(svg.get_attribute("data-end"))
+    x_of = lambda t: box["x"] + (78 + t / end * (view_w - 78 - 12)) / view_w * box["width"]  # noqa: E731 - the page's own axis
+    y = box["y"] + box["height"] / 2
+    page.mouse.move(x_of(11.5), y)
+    page.mouse.down()
+    page.mouse.move(x_of(14.0), y, steps=6)
+    page.mouse.up()
+    start, stop = float(page.input_value("#crop-start")), float(page.input_value("#crop-end"))
+    assert abs(start - 11.5) < 0.2 and abs(stop - 14.0) < 0.2
+    page.click("#play-crop")
+    page.wait_for_selector("#play-log .play-turn[data-turn='0'] figure img")
+    times = page.locator("#play-log figure").evaluate_all("els => els.map(e => Number(e.dataset.t))")
+    assert times and all(start - 0.1 <= t <= stop + 0.1 for t in times)
+    assert page.locator("#play-timeline .call").count() == 1
+    assert "coverage 1.00" in page.locator("#play-status").inner_text()
+    page.fill("#play-answer", "B")
+    page.click("#play-answer-btn")
+    page.wait_for_selector("#play-result")
+    assert page.locator("#play-verdict").inner_text() == "correct"
+    shot(page, "play")
+    page.click("#play-open-saved")
+    page.wait_for_selector("section.panel.episode[data-run=play]")
+    saved = raws(site["a"] / "play")[-1]
+    assert saved["policy"] == "human" and saved["correct"] is True
+    assert page.locator("section.panel.episode[data-run=play] h2").inner_text() == f"[play] {saved['episode_id']}"
