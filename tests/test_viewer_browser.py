@@ -12,7 +12,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from videoseek.envs.sample import write_jsonl
 from videoseek.viewer.export import export_runs
 from videoseek.viewer.fixtures import write_fixture_run
@@ -212,7 +211,7 @@ def test_play_one_episode_to_the_end(page, site):
     box = svg.bounding_box()
     view_w = svg.evaluate("e => e.viewBox.baseVal.width")
     end = float(svg.get_attribute("data-end"))
-    x_of = lambda t: box["x"] + (78 + t / end * (view_w - 78 - 12)) / view_w * box["width"]  # noqa: E731 - the page's own axis
+    x_of = lambda t: box["x"] + (78 + t / end * (view_w - 78 - 12)) / view_w * box["width"]
     y = box["y"] + box["height"] / 2
     page.mouse.move(x_of(11.5), y)
     page.mouse.down()

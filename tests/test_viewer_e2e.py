@@ -8,13 +8,12 @@ import json
 from pathlib import Path
 
 import pytest
-
-from videoseek.cli import main
+from test_viewer_server import get_json, post_json, request
 from videoseek.envs.sample import VideoSample
 from videoseek.viewer.play import PlayManager, find_samples_file
 from videoseek.viewer.server import ViewerApp, serve_in_thread
 
-from test_viewer_server import get_json, post_json, request  # noqa: E402 - tests/ is on sys.path (conftest)
+from videoseek.cli import main
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +58,7 @@ def test_every_episode_of_a_real_run_is_shown_whole(site, real_run):
             assert [f["t"] for f in view["observation"]["frames"]] == [f["t"] for f in turn["observation"]["frames"]]
             for f in view["observation"]["frames"]:
                 code, ctype, body = request(site, f["url"])
-                assert code == 200 and body == (run / f["path"]).read_bytes()
+                assert code == 200 and ctype == "image/jpeg" and body == (run / f["path"]).read_bytes()
 
 
 def test_play_a_real_sample_through_the_api(site, real_run):
@@ -76,7 +75,10 @@ def test_play_a_real_sample_through_the_api(site, real_run):
 
 
 def test_real_run_in_the_browser(site, real_run):
-    from test_viewer_browser import CHROMIUM, CHROMIUM_ARGS  # skips this test (with the reason) without Chromium
+    from test_viewer_browser import (  # skips this test (with the reason) without Chromium
+        CHROMIUM,
+        CHROMIUM_ARGS,
+    )
 
     if not CHROMIUM.exists():
         pytest.skip(f"{CHROMIUM} not found: install Debian's chromium (make browser) to run the viewer's browser tests")

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from videoseek.envs.trajectory import Trajectory
 from videoseek.viewer.episode import episode_view, masked_ranges, segments
 from videoseek.viewer.fixtures import write_fixture_run

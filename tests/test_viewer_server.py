@@ -8,18 +8,17 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from PIL import Image
-
-from videoseek.cli import main
-from videoseek.envs.sample import VideoSample, write_jsonl
+from videoseek.envs.sample import write_jsonl
 from videoseek.envs.trajectory import Trajectory
 from videoseek.viewer.export import export_runs
 from videoseek.viewer.fixtures import write_fixture_run
 from videoseek.viewer.play import PlayManager, find_samples_file
 from videoseek.viewer.server import ViewerApp, serve_in_thread
+
+from videoseek.cli import main
 
 
 def request(server, path: str, method: str = "GET", body: dict | None = None, headers: dict | None = None):
@@ -246,7 +245,7 @@ def test_export_is_self_contained(runs, tmp_path):
     html = out.read_text()
     assert report.episodes == {"A": 10, "B": 8} and report.skipped == {"A": 6, "B": 0}
     assert "/static/" not in html and not re.search(r"""(src|href)=["']https?:""", html)
-    data = json.loads(re.search(r'<script id="viewer-data" type="application/json">(.*?)</script>', html, re.S).group(1))
+    data = json.loads(re.search(r'<script id="viewer-data" type="application/json">(.*?)</script>', html, re.DOTALL).group(1))
     assert len(data["rows"]["A"]) == 10 and set(data["episodes"]["A"]) == {str(i) for i in range(10)}
     frames = [f for ep in data["episodes"]["A"].values() for t in ep["turns"] for f in t["observation"]["frames"]]
     assert frames and all(f["url"].startswith("data:image/jpeg;base64,") for f in frames)

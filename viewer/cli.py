@@ -48,7 +48,6 @@ def load_env_config(path: Path | None):
     if path is None:
         return None
     from pydantic import ValidationError
-
     from videoseek.envs import EnvConfig
 
     try:

@@ -28,7 +28,7 @@ from videoseek.viewer.runindex import SCHEMA_VERSION, as_dict, as_float, as_list
 MAX_ISSUES = 20  # more than this many are summarised as "and N more"
 
 # Tags of the default dialect plus the lenient ones DESIGN.md names; an unclosed tag runs to the end.
-_TAG = re.compile(r"<(think|tool_call|answer|retrieve)>(.*?)(?:</\1>|$)", re.S)
+_TAG = re.compile(r"<(think|tool_call|answer|retrieve)>(.*?)(?:</\1>|$)", re.DOTALL)
 _SEGMENT_KIND = {"think": "think", "tool_call": "tool_call", "retrieve": "tool_call", "answer": "answer"}
 
 

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from PIL import Image, UnidentifiedImageError
-
 from videoseek.viewer.episode import episode_view
 from videoseek.viewer.paths import resolve_inside
 from videoseek.viewer.runindex import RunIndex
@@ -137,6 +136,6 @@ class _progress:
         task = self._p.add_task("export", total=self.total)
         return lambda: self._p.update(task, advance=1)
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self._p is not None:
             self._p.stop()

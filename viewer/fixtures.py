@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from PIL import Image, ImageDraw
-
 from videoseek.rewards.intervals import intersection, measure, tiou, union
 
 FRAME_SIZE = (96, 64)
@@ -29,7 +28,7 @@ def frame_jpeg(t: float, masked: bool = False) -> bytes:
     if masked:
         img = Image.new("RGB", FRAME_SIZE, (0, 0, 0))
     else:
-        sec = int(math.floor(t))
+        sec = math.floor(t)
         img = Image.new("RGB", FRAME_SIZE, ((sec * 47) % 256, (sec * 89) % 256, 160))
         ImageDraw.Draw(img).text((6, 24), f"t={t:.1f}", fill=(255, 255, 255))
     buf = io.BytesIO()

@@ -94,7 +94,7 @@ def assistant_text(action: Any) -> str:
     "think"?}, {"type": "text", "text"} (raw, sent through the parser unchanged).
     """
     if not isinstance(action, dict):
-        raise ValueError("action must be an object with a 'type'")
+        raise ValueError("action must be an object with a 'type'")  # noqa: TRY004 - answered as a bad request
     kind = action.get("type")
     think = action.get("think") or ""
     if not isinstance(think, str) or len(think) > MAX_TEXT:
@@ -251,7 +251,7 @@ class PlayManager:
             writer = TrajectoryWriter(self.play_dir)
             # the writer sets FrameRef paths in place; give it a copy so the live session keeps its URLs
             writer.write(env.trajectory.model_copy(deep=True), env.frames_by_turn)
-        except Exception as exc:  # the page must still get the final step's result
+        except Exception as exc:  # noqa: BLE001 - the page must still get the final step's result
             return {"ok": False, "error": f"could not save to {self.play_dir}: {type(exc).__name__}: {exc}"}
         return {"ok": True, "run": "play", "episode_id": env.trajectory.episode_id,
                 "path": str(self.play_dir / "trajectories.jsonl")}

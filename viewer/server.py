@@ -37,7 +37,15 @@ from urllib.parse import parse_qs, quote, urlsplit
 
 from videoseek.viewer.episode import episode_view
 from videoseek.viewer.paths import UnsafePath, resolve_inside
-from videoseek.viewer.runindex import OUTCOMES, SORT_KEYS, EpisodeQuery, EpisodeRow, RunIndex, facets, select
+from videoseek.viewer.runindex import (
+    OUTCOMES,
+    SORT_KEYS,
+    EpisodeQuery,
+    EpisodeRow,
+    RunIndex,
+    facets,
+    select,
+)
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 IMAGE_TYPES = {".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".png": "image/png", ".webp": "image/webp"}
@@ -86,7 +94,7 @@ def _int_param(params: dict[str, list[str]], name: str, default: int) -> int:
 
 def query_from_params(params: dict[str, list[str]]) -> EpisodeQuery:
     """An `EpisodeQuery` from URL parameters; `BadRequest` names the first bad one."""
-    first = lambda name: params.get(name, [""])[0].strip()  # noqa: E731
+    first = lambda name: params.get(name, [""])[0].strip()
     outcome = first("outcome") or "all"
     if outcome not in OUTCOMES:
         raise BadRequest(f"outcome: {outcome!r} is not one of {', '.join(OUTCOMES)}")
@@ -242,7 +250,7 @@ class Handler(BaseHTTPRequestHandler):
     server: ViewerServer
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet unless asked
+    def log_message(self, format: str, *args: Any) -> None:
         if self.server.verbose:
             super().log_message(format, *args)
 
@@ -275,10 +283,10 @@ class Handler(BaseHTTPRequestHandler):
         return self.server.host_allowed(self.headers.get("Host", ""))
 
     # ---- routing
-    def do_HEAD(self) -> None:  # noqa: N802
+    def do_HEAD(self) -> None:
         self.do_GET()
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         if not self._host_ok():
             return self._error(HTTPStatus.FORBIDDEN, "unexpected Host header")
         url = urlsplit(self.path)
@@ -311,7 +319,7 @@ class Handler(BaseHTTPRequestHandler):
             return self._error(HTTPStatus.NOT_FOUND, f"not found: {url.path}")
         except BadRequest as exc:
             return self._error(HTTPStatus.BAD_REQUEST, str(exc))
-        except Exception as exc:  # a bug must cost one request, not the server
+        except Exception as exc:  # noqa: BLE001 - a bug must cost one request, not the server
             return self._internal(exc)
         return self._error(HTTPStatus.NOT_FOUND, f"not found: {url.path}")
 
@@ -320,7 +328,7 @@ class Handler(BaseHTTPRequestHandler):
         first = (str(exc).splitlines() or [""])[0][:300]
         return self._error(HTTPStatus.INTERNAL_SERVER_ERROR, f"internal error: {type(exc).__name__}: {first}")
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         if not self._host_ok():
             return self._error(HTTPStatus.FORBIDDEN, "unexpected Host header")
         if self.headers.get("X-VideoSeek") != "1":
@@ -344,7 +352,7 @@ class Handler(BaseHTTPRequestHandler):
             return self._error(HTTPStatus.BAD_REQUEST, str(exc))
         except KeyError as exc:
             return self._error(HTTPStatus.NOT_FOUND, f"not found: {exc.args[0] if exc.args else url.path}")
-        except Exception as exc:  # e.g. an env bug during play: report it, keep serving
+        except Exception as exc:  # noqa: BLE001 - e.g. an env bug during play: report it, keep serving
             return self._internal(exc)
         return self._error(HTTPStatus.NOT_FOUND, f"not found: {url.path}")
 
