@@ -11,6 +11,7 @@ replaced: the reward worker is called in-process.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import uuid
 
 import numpy as np
@@ -19,16 +20,20 @@ import torch
 
 pytest.importorskip("verl")
 
-from verl.experimental.agent_loop.agent_loop import AgentLoopWorker  # noqa: E402
-from verl.experimental.reward_loop.reward_loop import RewardLoopWorker  # noqa: E402
-from verl.protocol import DataProto  # noqa: E402
-from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn  # noqa: E402
-from verl.workers.rollout.replica import TokenOutput  # noqa: E402
-
-from videoseek.agents.tiny_model import ensure_tiny_model  # noqa: E402
-from videoseek.envs.env import EnvConfig  # noqa: E402
-from videoseek.training.export import export_samples  # noqa: E402
-from videoseek.training.verl_config import TrainSpec, compose, verl_overrides, write_agent_loop_yaml  # noqa: E402
+from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
+from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
+from verl.protocol import DataProto
+from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
+from verl.workers.rollout.replica import TokenOutput
+from videoseek.agents.tiny_model import ensure_tiny_model
+from videoseek.envs.env import EnvConfig
+from videoseek.training.export import export_samples
+from videoseek.training.verl_config import (
+    TrainSpec,
+    compose,
+    verl_overrides,
+    write_agent_loop_yaml,
+)
 
 CROP = '<think>The sparse frames miss it.</think><tool_call>{"name": "crop_video", "arguments": {"start": 11.5, "end": 14.0}}</tool_call>'
 ANSWER = "<think>At 12.5s it is green.</think><answer>B</answer>"
@@ -65,7 +70,7 @@ class ScriptedServer:
 
     async def generate(self, request_id, *, prompt_ids, sampling_params, video_data=None, **kwargs):
         await asyncio.sleep(0)
-        runs = sum(1 for a, b in zip(prompt_ids, prompt_ids[1:]) if a == self.vision_start and b == self.video_pad)
+        runs = sum(1 for a, b in itertools.pairwise(prompt_ids) if a == self.vision_start and b == self.video_pad)
         assert runs == len(video_data or []), f"{runs} video placeholders but {len(video_data or [])} videos"
         k = len(self.returned.setdefault(request_id, []))
         text = self.turns[min(k, len(self.turns) - 1)]
@@ -157,7 +162,7 @@ def test_scripted_episode_through_verl_postprocessing_and_reward(tmp_path, tiny_
     assert len(out) == 2
     responses, mask = out.batch["responses"], out.batch["response_mask"]
     attention = out.batch["attention_mask"][:, out.batch["prompts"].shape[1] :]
-    generated = [sum(calls, []) for calls in server.returned.values()]
+    generated = [list(itertools.chain.from_iterable(calls)) for calls in server.returned.values()]
     assert len(generated) == 2  # one request id per episode
     for row in range(2):
         model_tokens = responses[row][mask[row].bool()].tolist()
@@ -178,6 +183,8 @@ def test_scripted_episode_through_verl_postprocessing_and_reward(tmp_path, tiny_
     assert all(c == pytest.approx(1.0) for c in out.non_tensor_batch["coverage"])
     record = out.non_tensor_batch["videoseek"][0]
     assert record["calls"] == [[11.5, 14.0]] and record["episode"]["prediction"] == "B" and record["ended_by"] == "env"
+    assert record["reward"] == pytest.approx(float(out.non_tensor_batch["score"][0]))  # the loop and compute_score agree
+    assert record["reward_components"]["accuracy"] == 1.0 and record["evidence"]["coverage"] == pytest.approx(1.0)
     last = attention.sum(dim=1) - 1
     scores = out.batch["rm_scores"][torch.arange(2), last]
     assert torch.allclose(scores, torch.tensor(out.non_tensor_batch["score"].astype(np.float32)))

@@ -12,9 +12,14 @@ import torch
 
 pytest.importorskip("verl")
 
-from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage, get_adv_estimator_fn  # noqa: E402
-
-from videoseek.training.estimators import ESTIMATOR_NAME, compute_videoseek_grpo_advantage  # noqa: E402
+from verl.trainer.ppo.core_algos import (
+    compute_grpo_outcome_advantage,
+    get_adv_estimator_fn,
+)
+from videoseek.training.estimators import (
+    ESTIMATOR_NAME,
+    compute_videoseek_grpo_advantage,
+)
 
 
 def _batch(rewards: list[float], lengths: list[int], width: int = 6) -> tuple[torch.Tensor, torch.Tensor]:

@@ -6,12 +6,12 @@ import json
 
 import pandas as pd
 import pytest
-
-from videoseek.cli import main as cli_main
 from videoseek.envs.env import EnvConfig
 from videoseek.envs.sample import DataError, VideoSample, write_jsonl
 from videoseek.training.export import export_samples, split_samples
 from videoseek.training.export_sft import export_sft, system_text
+
+from videoseek.cli import main as cli_main
 
 
 def test_export_row_layout(tmp_path, index_sample):
@@ -49,11 +49,10 @@ def test_cli_export_verl_and_bad_data(tmp_path, index_sample, capsys):
 
 def test_sft_conversations_train_on_assistant_tokens_only(tmp_path, index_sample):
     pytest.importorskip("verl")
+    from transformers import AutoProcessor
     from verl.utils.dataset.multiturn_sft_dataset import MultiTurnSFTDataset
-
     from videoseek.agents.rollout import load_policy, run_rollouts
     from videoseek.agents.tiny_model import ensure_tiny_model
-    from transformers import AutoProcessor
 
     run = tmp_path / "oracle"
     trajs = run_rollouts([index_sample], load_policy("oracle"), env_config=EnvConfig(initial_frames=4, frames_per_call=4, max_pixels=56 * 112), out_dir=run, progress=False)

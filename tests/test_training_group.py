@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-
 from videoseek.rewards import EpisodeSummary
 from videoseek.training.group import GroupCoordinator
 

@@ -5,11 +5,16 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from videoseek.envs.env import EnvConfig, VideoSeekEnv
 from videoseek.envs.sample import DataError
 from videoseek.rewards import RewardConfig, score_episode
-from videoseek.training.records import EXTRA_KEY, sample_from_extra_info, sample_to_json, summary_from_dict, summary_to_dict
+from videoseek.training.records import (
+    EXTRA_KEY,
+    sample_from_extra_info,
+    sample_to_json,
+    summary_from_dict,
+    summary_to_dict,
+)
 from videoseek.training.reward_fn import compute_score, episode_from_response
 
 CALL = '<think>look</think><tool_call>{"name": "crop_video", "arguments": {"start": 11.5, "end": 14.0}}</tool_call>'
@@ -19,7 +24,7 @@ def play(sample, turns, preset="csgrpo"):
     env = VideoSeekEnv(sample, EnvConfig(initial_frames=4, frames_per_call=4, reward=RewardConfig(preset=preset)))
     env.reset(seed=0)
     for text in turns:
-        _, reward, terminated, truncated, info = env.step(text)
+        _, reward, terminated, truncated, _ = env.step(text)
         if terminated or truncated:
             break
     return env, reward

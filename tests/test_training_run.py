@@ -11,10 +11,10 @@ import yaml
 
 pytest.importorskip("verl")
 
-from videoseek.agents.tiny_model import ensure_tiny_model  # noqa: E402
-from videoseek.envs.sample import write_jsonl  # noqa: E402
-from videoseek.training import run_csgrpo  # noqa: E402
-from videoseek.training.verl_config import list_ready_configs  # noqa: E402
+from videoseek.agents.tiny_model import ensure_tiny_model
+from videoseek.envs.sample import write_jsonl
+from videoseek.training import run_csgrpo
+from videoseek.training.verl_config import list_ready_configs
 
 FAST = {
     "max_turn_tokens": 24, "group_size": 3, "batch_size": 1,

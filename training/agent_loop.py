@@ -45,8 +45,12 @@ from typing import Any
 from uuid import uuid4
 
 from pydantic import BaseModel, ConfigDict, Field
-from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
-
+from verl.experimental.agent_loop.agent_loop import (
+    AgentLoopBase,
+    AgentLoopMetrics,
+    AgentLoopOutput,
+    register,
+)
 from videoseek.agents.policy import Message
 from videoseek.agents.prompting import (
     DEFAULT_STOP_STRINGS,
@@ -62,9 +66,15 @@ from videoseek.envs.sample import VideoSample
 from videoseek.rewards import EpisodeSummary, RewardConfig, accuracy_reward
 from videoseek.rewards.process_thinker import parse_step_response
 from videoseek.training.group import GroupCoordinator
-from videoseek.training.records import AGENT_NAME, EXTRA_KEY, sample_from_extra_info, summary_to_dict
+from videoseek.training.records import (
+    AGENT_NAME,
+    EXTRA_KEY,
+    sample_from_extra_info,
+    summary_to_dict,
+)
 
 logger = logging.getLogger(__name__)
+
 
 class LoopOptions(BaseModel):
     """Options of `VideoSeekAgentLoop`, given under `videoseek:` in the agent-loop YAML."""
@@ -154,6 +164,8 @@ class VideoSeekAgentLoop(AgentLoopBase):
         kwargs.pop("name", None)  # the YAML entry's `name` reaches us as a kwarg through hydra
         super().__init__(*args, **kwargs)
         self.options = self.check_options(videoseek or {})
+        # The env scores its terminal step with the loop's reward config, so its trajectory agrees.
+        self.env_config = self.options.env.model_copy(update={"reward": self.options.reward})
         if self.processor is None:
             raise ValueError("VideoSeekAgentLoop needs a vision-language model with a processor (Qwen2.5-VL / Qwen3-VL)")
         self.renderer = shared_renderer(self.processor, self.options.min_pixels, self.options.max_pixels)
@@ -221,7 +233,7 @@ class VideoSeekAgentLoop(AgentLoopBase):
     ) -> EpisodeResult:
         """Play one episode against the server; see the module docstring for the token layout."""
         loop = asyncio.get_running_loop()
-        env = await loop.run_in_executor(None, lambda: VideoSeekEnv(sample, self.options.env))
+        env = await loop.run_in_executor(None, lambda: VideoSeekEnv(sample, self.env_config))
         options = {"perturbation": perturbation, "episode_id": episode_id, "policy": "verl", "group": {"id": episode_id.rsplit("/", 1)[0]}}
         obs, _ = await loop.run_in_executor(None, lambda: env.reset(seed=seed, options=options))
         messages: list[Message] = initial_messages(obs)
@@ -260,7 +272,7 @@ class VideoSeekAgentLoop(AgentLoopBase):
                 turns += 1
 
                 t0 = time.perf_counter()
-                obs, _, terminated, truncated, _ = await loop.run_in_executor(None, lambda: env.step(text))
+                obs, _, terminated, truncated, _ = await loop.run_in_executor(None, lambda text=text: env.step(text))
                 if terminated or truncated or cut:
                     ended_by = "env" if terminated or truncated else "vision_token"
                     metrics["tool_calls"] += time.perf_counter() - t0
@@ -410,6 +422,10 @@ class VideoSeekAgentLoop(AgentLoopBase):
 
     # ---- output ------------------------------------------------------------------------------
     def _record(self, sample: VideoSample, result: EpisodeResult) -> dict[str, Any]:
+        """What `compute_score` and the logs read (`records.py`): the episode, its crops, evidence and rewards."""
+        from videoseek.rewards import score_episode
+
+        total, components = score_episode(sample, result.summary, self.options.reward)
         return {
             "sample_id": sample.id,
             "reward_preset": self.options.reward.preset,
@@ -417,6 +433,8 @@ class VideoSeekAgentLoop(AgentLoopBase):
             "episode": summary_to_dict(result.summary),
             "calls": [[float(s), float(e)] for s, e in result.summary.calls],
             "evidence": result.evidence,
+            "reward": float(total),
+            "reward_components": {k: float(v) for k, v in components.items()},
             "turns": result.turns,
             "ended_by": result.ended_by,
             "failure": result.failure,

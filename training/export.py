@@ -26,7 +26,6 @@ from typing import Any
 
 import numpy as np
 from PIL import Image
-
 from videoseek.agents.policy import Message
 from videoseek.agents.prompting import frames_content, initial_messages
 from videoseek.envs.env import EnvConfig, VideoSeekEnv

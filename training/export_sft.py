@@ -31,8 +31,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from videoseek.agents.prompting import CROP_VIDEO_TOOL, SYSTEM_PROMPT, VIDEOSEEK_CHAT_TEMPLATE, format_seconds
+from videoseek.agents.prompting import (
+    CROP_VIDEO_TOOL,
+    SYSTEM_PROMPT,
+    VIDEOSEEK_CHAT_TEMPLATE,
+    format_seconds,
+)
 from videoseek.envs.sample import DataError
 from videoseek.envs.trajectory import FrameRef, Trajectory
 
@@ -110,7 +114,6 @@ def keep(traj: Trajectory, only_correct: bool) -> bool:
 def export_sft(runs: list[str | Path], out_dir: str | Path, only_correct: bool = True, val_fraction: float = 0.0, seed: int = 0) -> list[Path]:
     """Write `OUT/train.parquet` (and `OUT/val.parquet` when `val_fraction` > 0); returns the paths."""
     import pandas as pd
-
     from videoseek.agents.rollout import read_trajectories
 
     system = system_text()

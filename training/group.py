@@ -125,7 +125,7 @@ class GroupCoordinator:
         try:
             results = await group.score_fn([group.origins[s] for s in sessions])
             group.scores.update(zip(sessions, results))
-        except Exception as exc:  # reported to every waiting session
+        except Exception as exc:  # noqa: BLE001 - reported to every waiting session, which re-raises it
             group.error = exc
         finally:
             group.complete.set()
@@ -133,6 +133,8 @@ class GroupCoordinator:
     def _maybe_drop(self, group: GroupState) -> None:
         if group.joined <= (group.collected | group.left) and self._groups.get(group.key) is group:
             del self._groups[group.key]
+            if group.perturbed_task is not None and not group.perturbed_task.done():
+                group.perturbed_task.cancel()  # every origin session failed: nobody needs it
 
 
 def _order(session: Any) -> tuple[int, Any]:

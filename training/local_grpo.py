@@ -23,9 +23,13 @@ from typing import Any
 
 import numpy as np
 import torch
-from verl.trainer.ppo.core_algos import agg_loss, get_adv_estimator_fn, get_policy_loss_fn, kl_penalty
+from verl.trainer.ppo.core_algos import (
+    agg_loss,
+    get_adv_estimator_fn,
+    get_policy_loss_fn,
+    kl_penalty,
+)
 from verl.utils.torch_functional import logprobs_from_logits
-
 from videoseek.training.estimators import ESTIMATOR_NAME
 
 

@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 import torch
-
 from videoseek.agents.policy import Message, Policy, PolicyInput, PolicyOutput
 from videoseek.envs.trajectory import Trajectory
 from videoseek.training.local_grpo import TokenizedEpisode

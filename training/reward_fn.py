@@ -21,8 +21,17 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from videoseek.rewards import EpisodeSummary, RewardConfig, accuracy_reward, score_episode
-from videoseek.training.records import EXTRA_KEY, sample_from_extra_info, summary_from_dict
+from videoseek.rewards import (
+    EpisodeSummary,
+    RewardConfig,
+    accuracy_reward,
+    score_episode,
+)
+from videoseek.training.records import (
+    EXTRA_KEY,
+    sample_from_extra_info,
+    summary_from_dict,
+)
 
 _LAST_ANSWER = re.compile(r"<answer>(.*?)(?:</answer>|$)", re.DOTALL)
 

@@ -191,14 +191,21 @@ def run_local(args: argparse.Namespace) -> int:
     import numpy as np
     import torch
     from verl.utils.config import omega_conf_to_dataclass
-
     from videoseek.agents.hf_policy import TransformersPolicy
     from videoseek.agents.rollout import run_rollouts
     from videoseek.envs.env import EnvConfig
     from videoseek.rewards import RewardConfig
     from videoseek.training.local_grpo import grpo_update
-    from videoseek.training.local_rollout import RecordingPolicy, rollout_metrics, training_batch
-    from videoseek.training.verl_config import compose, verl_overrides, write_agent_loop_yaml
+    from videoseek.training.local_rollout import (
+        RecordingPolicy,
+        rollout_metrics,
+        training_batch,
+    )
+    from videoseek.training.verl_config import (
+        compose,
+        verl_overrides,
+        write_agent_loop_yaml,
+    )
 
     model = model_path(args)
     spec = build_spec(args, model, [], [])

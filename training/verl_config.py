@@ -12,6 +12,7 @@ config names imports. Nothing here starts Ray, a GPU or a model.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import re
 import shlex
@@ -21,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
 from videoseek.training.records import AGENT_NAME
 
 REWARD_FN_PATH = "pkg://videoseek.training.reward_fn"
@@ -197,7 +197,7 @@ def compose(overrides: list[str], config_name: str = "ppo_trainer"):
     try:
         with initialize_config_dir(config_dir=verl_config_dir(), version_base=None):
             return hydra_compose(config_name=config_name, overrides=list(overrides))
-    except Exception as exc:  # hydra raises several types; the first line says which override
+    except Exception as exc:  # noqa: BLE001 - hydra raises several types; the first line names the override
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(f"verl config: {first}") from None
 
@@ -257,9 +257,9 @@ def validate(cfg, check_data: bool = True) -> list[str]:
         _read_first_row(cfg)
 
     for module, what in (("vllm", "the vLLM rollout"), ("transfer_queue", "verl's v1 trainer (trainer.use_v1)")):
-        if cfg.trainer.get("use_v1", False) or module == "vllm":
-            if importlib.util.find_spec(module) is None:
-                warnings.append(f"{module} is not installed: {what} needs it on the GPU machine")
+        needed = module == "vllm" or cfg.trainer.get("use_v1", False)
+        if needed and importlib.util.find_spec(module) is None:
+            warnings.append(f"{module} is not installed: {what} needs it on the GPU machine")
     return warnings
 
 
