@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     from videoseek.envs.synth import generate_dataset
     from videoseek.rewards import RewardConfig
 
-    console = Console()
+    console = Console(soft_wrap=True)  # paths stay whole for copy and paste
     out: Path = args.out
     t0 = time.perf_counter()
     data_dir = out / "data"
@@ -58,6 +58,8 @@ def run(args: argparse.Namespace) -> int:
     for name in SCRIPTED_AGENTS:
         run_dir = out / name
         _fresh(run_dir)
+        run_dir.mkdir(parents=True)
+        (run_dir / "run.json").write_text(json.dumps({"data": [str((data_dir / "samples.jsonl").resolve())], "policy": name}))
         trajs = run_rollouts(samples, load_policy(name), env_config=config, out_dir=run_dir, seed=args.seed, progress=False)
         rows[name] = agent_row(trajs)
 

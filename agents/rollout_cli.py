@@ -51,6 +51,12 @@ def run(args: argparse.Namespace) -> int:
         policy = load_policy(args.policy, **kwargs)
     except (ValueError, OSError) as exc:
         raise UserError(str(exc).splitlines()[0]) from None
+    args.out.mkdir(parents=True, exist_ok=True)
+    # What the run was made from: the viewer's play mode finds the dataset here.
+    (args.out / "run.json").write_text(json.dumps({
+        "data": [str(args.data.resolve())], "policy": args.policy, "group_size": args.group_size,
+        "perturbations": args.perturb, "reward": args.reward, "seed": args.seed, "env": config.model_dump(mode="json"),
+    }, indent=2))  # fmt: skip
     trajs = run_rollouts(samples, policy, group_size=args.group_size, perturbations=args.perturb, env_config=config,
                          out_dir=args.out, seed=args.seed, progress=not args.no_progress)  # fmt: skip
     m = summarize(trajs) if trajs else {}

@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+import json
+import pytest
+
+from videoseek.cli import COMMANDS, main
+
+
+def test_demo_end_to_end(tmp_path, capsys, single_thread_torch):
+    out = tmp_path / "demo"
+    assert main(["demo", "--out", str(out), "--n", "5", "--model-samples", "1"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    agents = summary["agents"]
+    assert set(agents) == {"oracle", "uniform", "random", "no-tool", "tiny-qwen2.5-vl"}
+    for row in agents.values():
+        assert set(row) >= {"accuracy", "coverage", "evidence", "turns", "reward"}
+    assert agents["oracle"]["accuracy"] >= 0.8 and agents["oracle"]["coverage"] == pytest.approx(1.0)
+    assert agents["no-tool"]["accuracy"] < agents["oracle"]["accuracy"]
+    assert agents["no-tool"]["coverage"] == 0.0
+    for name in ("oracle", "no-tool", "tiny-model-run"):
+        assert len((out / name / "trajectories.jsonl").read_text().splitlines()) >= 1
+    printed = capsys.readouterr().out
+    assert "oracle" in printed and "near chance" in printed and "trajectories.jsonl" in printed
+
+
+def test_rollout_and_eval_commands(tmp_path, capsys):
+    data = tmp_path / "data"
+    assert main(["synth", "--out", str(data), "--n", "3", "--seed", "2"]) == 0
+    run = tmp_path / "run"
+    assert main(["rollout", "--data", str(data / "samples.jsonl"), "--policy", "uniform", "--out", str(run), "--group-size", "2", "--no-progress"]) == 0
+    assert len((run / "trajectories.jsonl").read_text().splitlines()) == 6
+    assert main(["eval", str(run)]) == 0
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["episodes"] == 6 and metrics["calls"] == pytest.approx(4.0)
+    assert set(metrics["by_problem_type"]) and set(metrics["by_task_kind"])
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["rollout", "--data", "nope.jsonl", "--out", "x"], "nope.jsonl: dataset file not found"),
+        (["eval", "missing-run"], "no trajectories.jsonl"),
+        (["rollout", "--data", "{bad}", "--out", "x", "--policy", "wizard"], "unknown policy 'wizard'"),
+        (["rollout", "--data", "{bad}", "--out", "x", "--reward", "nonsense"], "--reward"),
+    ],
+)
+def test_bad_input_is_one_line(tmp_path, capsys, monkeypatch, argv, message):
+    monkeypatch.chdir(tmp_path)
+    good = tmp_path / "good.jsonl"
+    good.write_text('{"id": "a", "video": "v.mp4", "question": "q", "answer": "1", "problem_type": "numerical"}\n')
+    argv = [a.replace("{bad}", str(good)) for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+
+
+def test_bad_row_names_file_line_and_field(tmp_path, capsys):
+    data = tmp_path / "s.jsonl"
+    data.write_text(
+        '{"id": "a", "video": "v.mp4", "question": "q", "answer": "1", "problem_type": "numerical"}\n'
+        '{"id": "b", "video": "v.mp4", "question": "q", "answer": "1", "problem_type": "numerical", "clue_intervals": [[5, 2]]}\n'
+    )
+    assert main(["rollout", "--data", str(data), "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "s.jsonl:2" in err and "sample b" in err and "clue_intervals" in err
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_every_command_has_help(name, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main([name, "--help"])
+    assert exit_.value.code == 0
+    assert f"usage: videoseek {name}" in capsys.readouterr().out
