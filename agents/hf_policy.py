@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from videoseek.agents.policy import PolicyInput, PolicyOutput
-from videoseek.agents.prompting import DEFAULT_STOP_STRINGS, ConversationRenderer
+from videoseek.agents.prompting import DEFAULT_STOP_STRINGS, ConversationRenderer, with_assistant_prefix
 
 # Keys of a rendered conversation that are per-token (padded) rather than per-vision-item (concatenated).
 _TOKEN_KEYS = ("input_ids", "attention_mask", "mm_token_type_ids")
@@ -164,7 +164,10 @@ class TransformersPolicy:
         """One assistant turn for every episode in `batch`, from one batched `generate` call."""
         if not batch:
             return []
-        rendered = [self.renderer.render(item.messages, add_generation_prompt=True) for item in batch]
+        rendered = [
+            with_assistant_prefix(self.renderer.render(item.messages, add_generation_prompt=True), self.tokenizer, item.prefix)
+            for item in batch
+        ]
         seed = stable_seed(self.seed, [(item.episode_id, item.turn) for item in batch])
         return self.generate(rendered, seed=seed)
 

@@ -45,6 +45,10 @@ class PolicyInput:
     # A per-episode generator, seeded from the episode id and seed: scripted policies draw from it
     # so results do not depend on batch composition.
     rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
+    # The assistant turn already begun (ProcessThinker continuations of a step prefix): model
+    # policies return only what follows it; scripted policies, which do not condition on text,
+    # return a whole turn.
+    prefix: str = ""
 
 
 @dataclass

@@ -593,6 +593,25 @@ class ConversationRenderer:
         return (input_ids == self.image_token_id).long() + 2 * (input_ids == self.video_token_id).long()
 
 
+def with_assistant_prefix(rendered: Mapping[str, Any], tokenizer: Any, prefix: str) -> Mapping[str, Any]:
+    """The rendered generation prompt continued by `prefix`, the start of the assistant's turn.
+
+    ProcessThinker samples continuations of a response's step prefixes: the model generates
+    what follows `prefix` inside the same turn. Returns `rendered` unchanged for an empty prefix.
+    """
+    if not prefix:
+        return rendered
+    import torch
+
+    ids = torch.tensor([tokenizer(prefix, add_special_tokens=False)["input_ids"]], dtype=rendered["input_ids"].dtype)
+    out = dict(rendered)
+    out["input_ids"] = torch.cat([rendered["input_ids"], ids], dim=1)
+    out["attention_mask"] = torch.cat([rendered["attention_mask"], torch.ones_like(ids)], dim=1)
+    if "mm_token_type_ids" in rendered:
+        out["mm_token_type_ids"] = torch.cat([rendered["mm_token_type_ids"], torch.zeros_like(ids)], dim=1)
+    return out
+
+
 def assistant_token_mask(rendered: Mapping[str, Any]) -> Any:
     """LongTensor (1, L): 1 on each assistant turn's tokens, 0 on prompts, tool responses and frames."""
     import torch

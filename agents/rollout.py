@@ -10,6 +10,7 @@ resumable: samples whose episodes are all in `trajectories.jsonl` are skipped.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import traceback
@@ -27,7 +28,9 @@ from videoseek.agents.prompting import assistant_message, initial_messages, tool
 from videoseek.envs.env import EnvConfig, VideoSeekEnv
 from videoseek.envs.sample import VideoSample
 from videoseek.envs.trajectory import Trajectory
-from videoseek.rewards import score_group
+from videoseek.envs.actions import Answer, parse_action
+from videoseek.rewards import accuracy_reward, score_group
+from videoseek.rewards.process_thinker import parse_step_response
 
 PERTURBATIONS = ("mask", "shuffle", "blend")
 
@@ -252,7 +255,11 @@ def run_rollouts(
         bar.update(1, rate=finished_count / max(time.perf_counter() - t0, 1e-9))
         group = pending.get(ep.group_id)  # None once a sibling finishing at the same turn closed it
         if group is not None and all(e.done for e in group):
-            trajs = _finish_group(group, config, policy.name)
+            rates = None
+            if "process_thinker" in config.reward.component_weights():
+                origin = [e for e in group if e.perturbation is None]
+                rates = dict(zip((e.episode_id for e in origin), sample_success_rates(policy, origin, config)))
+            trajs = _finish_group(group, config, policy.name, rates)
             for traj, e in zip(trajs, group):
                 if writer:
                     writer.write(traj, e.env.frames_by_turn if e.env else {})
@@ -268,9 +275,9 @@ def run_rollouts(
     return results
 
 
-def _act(policy: Policy, active: list[Episode], inputs: list[PolicyInput]) -> list[PolicyOutput | None]:
-    """One batched policy call; if it fails, each episode is retried alone so that only the
-    episodes whose input breaks the policy are failed (and recorded), never the run."""
+def _act(policy: Policy, active: list[Episode], inputs: list[PolicyInput], record: bool = True) -> list[PolicyOutput | None]:
+    """One batched policy call; if it fails, each input is retried alone so that only the
+    episodes whose input breaks the policy are failed (and recorded if `record`), never the run."""
     try:
         outputs = policy.act(inputs)
         if len(outputs) != len(inputs):
@@ -278,9 +285,10 @@ def _act(policy: Policy, active: list[Episode], inputs: list[PolicyInput]) -> li
         return list(outputs)
     except Exception as exc:
         if len(inputs) == 1:
-            _record_failure(active[0], "policy", exc)
+            if record:
+                _record_failure(active[0], "policy", exc)
             return [None]
-    return [out for ep, inp in zip(active, inputs) for out in _act(policy, [ep], [inp])]
+    return [out for ep, inp in zip(active, inputs) for out in _act(policy, [ep], [inp], record)]
 
 
 def _advance(ep: Episode, out: PolicyOutput) -> None:
@@ -315,7 +323,7 @@ def _trajectory_of(ep: Episode, policy_name: str) -> Trajectory:
     return traj
 
 
-def _finish_group(group: list[Episode], config: EnvConfig, policy_name: str) -> list[Trajectory]:
+def _finish_group(group: list[Episode], config: EnvConfig, policy_name: str, rates: dict[str, list[float] | None] | None = None) -> list[Trajectory]:
     trajs = [_trajectory_of(ep, policy_name) for ep in group]
     origin = [(t, ep) for t, ep in zip(trajs, group) if ep.perturbation is None]
     perturbed: dict[str, list[Any]] = {}
@@ -326,7 +334,12 @@ def _finish_group(group: list[Episode], config: EnvConfig, policy_name: str) -> 
     if ok:
         sample = group[0].sample
         try:
-            final = score_group(sample, [ep.env.summary() for _, ep in ok], perturbed, config.reward, perturbation=_mask_info(group))
+            success = [rates.get(ep.episode_id) for _, ep in ok] if rates else None
+            for (t, ep), r in zip(ok, success or []):
+                if r is not None:
+                    t.metrics["success_rates"] = r
+            final = score_group(sample, [ep.env.summary() for _, ep in ok], perturbed, config.reward,
+                                success_rates=success, perturbation=_mask_info(group))  # fmt: skip
         except ValueError as exc:  # e.g. a DM-GRPO sample without mask patterns: keep per-episode rewards
             for t, _ in ok:
                 t.metrics["group_reward_error"] = str(exc).splitlines()[0]
@@ -345,6 +358,60 @@ def group_advantages(rewards: Sequence[float], eps: float = 1e-6) -> np.ndarray:
     if len(r) < 2:
         return np.zeros_like(r)
     return (r - r.mean()) / (r.std(ddof=1) + eps)
+
+
+_THINK_SPAN = re.compile(r"<think>(.*?)</think>", re.S)
+_STEP_END = re.compile(r"</step>")
+
+
+def step_prefix_inputs(ep: Episode, num_continuations: int, k_min: int, k_max: int) -> list[tuple[int, PolicyInput]]:
+    """ProcessThinker continuation requests of one finished episode: (prefix index, input) pairs.
+
+    Prefix i ends right after the i-th `</step>` of the episode's thinking; the policy is given
+    the conversation up to that assistant turn and the turn's text up to there (`prefix`), M
+    times with distinct episode ids (so model policies sample distinct continuations). Only
+    format-valid responses with K in [K_min, K_max] are sampled (seed 004: r = 0 otherwise).
+    """
+    turns = [t.assistant for t in ep.env.trajectory.turns]
+    nested, steps = parse_step_response(turns)
+    if not nested or not (k_min <= len(steps) <= k_max):
+        return []
+    ends = [(k, think.start(1) + m.end()) for k, text in enumerate(turns) for think in _THINK_SPAN.finditer(text)
+            for m in _STEP_END.finditer(think.group(1))]  # fmt: skip
+    assistant_at = [i for i, msg in enumerate(ep.messages) if msg.role == "assistant"]
+    out = []
+    for i, (turn, offset) in enumerate(ends[: min(len(steps), k_max)]):
+        history = ep.messages[: assistant_at[turn]]
+        for m in range(num_continuations):
+            eid = f"{ep.episode_id}/prefix{i + 1}/m{m}"
+            rng = np.random.default_rng(stable_seed(eid))
+            out.append((i, PolicyInput(ep.sample, history, ep.env.evidence, turn, eid, rng, prefix=turns[turn][:offset])))
+    return out
+
+
+def sample_success_rates(policy: Policy, episodes: Sequence[Episode], config: EnvConfig) -> list[list[float] | None]:
+    """c_i of each episode's step prefixes (ProcessThinker eq. 2), from one batched policy call.
+
+    A continuation succeeds when prefix + continuation ends in an answer whose accuracy reaches
+    the correct threshold. A continuation is one turn: one that calls a tool instead of
+    answering counts as a failure (the seed's responses are single-turn). None for episodes
+    that are not sampled (format-invalid, K outside [K_min, K_max], or failed).
+    """
+    p = config.reward.process_thinker
+    requests = [(e, i, inp) for e, ep in enumerate(episodes) if ep.env is not None and not ep.failure
+                for i, inp in step_prefix_inputs(ep, p.num_continuations, p.k_min, p.k_max)]  # fmt: skip
+    rates: list[list[float] | None] = [None] * len(episodes)
+    if not requests:
+        return rates
+    outputs = _act(policy, [episodes[e] for e, _, _ in requests], [inp for _, _, inp in requests], record=False)
+    wins: dict[tuple[int, int], list[float]] = {}
+    for (e, i, inp), out in zip(requests, outputs):
+        action = parse_action(inp.prefix + out.text).action if out is not None else None
+        ok = isinstance(action, Answer) and accuracy_reward(action.text, episodes[e].sample) >= config.correct_threshold
+        wins.setdefault((e, i), []).append(float(ok))
+    for (e, i), flags in sorted(wins.items()):
+        rates[e] = (rates[e] or []) + [sum(flags) / len(flags)]
+    return rates
 
 
 def _mask_info(group: list[Episode]) -> dict[str, Any] | None:

@@ -21,7 +21,7 @@ from typing import Any
 
 from videoseek.agents.hf_policy import stable_seed, trim_turn, turn_token_sets
 from videoseek.agents.policy import PolicyInput, PolicyOutput
-from videoseek.agents.prompting import DEFAULT_STOP_STRINGS, ConversationRenderer
+from videoseek.agents.prompting import DEFAULT_STOP_STRINGS, ConversationRenderer, with_assistant_prefix
 
 INSTALL_HINT = "VLLMPolicy needs vLLM: pip install 'videoseek[gpu]' (or vllm matching your torch)"
 
@@ -128,7 +128,10 @@ class VLLMPolicy:
         """One assistant turn for every episode in `batch`, from one `LLM.generate` call."""
         if not batch:
             return []
-        rendered = [self.renderer.render(item.messages, add_generation_prompt=True) for item in batch]
+        rendered = [
+            with_assistant_prefix(self.renderer.render(item.messages, add_generation_prompt=True), self.tokenizer, item.prefix)
+            for item in batch
+        ]
         prompts = [vllm_prompt(r, self.mm_processor_kwargs) for r in rendered]
         params = [self.sampling_params(stable_seed(self.seed, item.episode_id, item.turn)) for item in batch]
         results = self.llm.generate(prompts, params, use_tqdm=False)
