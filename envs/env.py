@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import Any, Literal
 
 import gymnasium as gym
@@ -14,7 +15,7 @@ from videoseek.envs.actions import Action, Answer, CropVideo, Invalid, ParsedTur
 from videoseek.envs.evidence import EvidenceState
 from videoseek.envs.sample import DataError, VideoSample
 from videoseek.envs.trajectory import CallInfo, FrameRef, GroupInfo, Observation, Trajectory, Turn
-from videoseek.envs.video import open_video
+from videoseek.envs.video import fit_pixels, open_video
 from videoseek.rewards import EpisodeSummary, RewardConfig, accuracy_reward, score_episode
 
 Obs = dict[str, Any]
@@ -80,6 +81,18 @@ def question_text(sample: VideoSample, duration: float, timestamps: np.ndarray) 
     return "\n".join(lines)
 
 
+@lru_cache(maxsize=64)
+def observation_space(height: int, width: int) -> spaces.Dict:
+    """The observation space for frames of one size (cached: G envs of a sample build it once)."""
+    return spaces.Dict(
+        {
+            "text": FreeText(MAX_TEXT),
+            "frames": spaces.Sequence(spaces.Box(0, 255, shape=(height, width, 3), dtype=np.uint8), stack=True),
+            "timestamps": spaces.Sequence(spaces.Box(0.0, np.inf, shape=(), dtype=np.float64), stack=True),
+        }
+    )
+
+
 class VideoSeekEnv(gym.Env[Obs, ActType]):
     """Answer a question about a video by looking at it, one turn at a time.
 
@@ -135,17 +148,9 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
             sample.check_within(self.video.duration)
         except ValueError as exc:
             raise DataError(f"sample {sample.id} ({sample.video}): {exc}") from None
-        from videoseek.envs.video import fit_pixels
 
         w, h = fit_pixels(self.video.info.width, self.video.info.height, self.config.max_pixels)
-        frame_space = spaces.Box(0, 255, shape=(h, w, 3), dtype=np.uint8)
-        self.observation_space = spaces.Dict(
-            {
-                "text": FreeText(MAX_TEXT),
-                "frames": spaces.Sequence(frame_space, stack=True),
-                "timestamps": spaces.Sequence(spaces.Box(0.0, np.inf, shape=(), dtype=np.float64), stack=True),
-            }
-        )
+        self.observation_space = observation_space(h, w)
         self.action_space = FreeText(MAX_TEXT)
         self._frame_shape = (h, w, 3)
         self.evidence = EvidenceState(sample.clue_intervals, self.duration)
