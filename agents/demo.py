@@ -71,7 +71,11 @@ def run(args: argparse.Namespace) -> int:
         except ImportError:
             model_note = "tiny model skipped: install the model extra (pip install -e '.[model]')"
         else:
+            from transformers.utils import logging as hf_logging
+
             from videoseek.agents.tiny_model import build_tiny_model
+
+            hf_logging.disable_progress_bar()  # the weight-loading bars of a 5 MB model are noise here
 
             model_dir = out / "tiny-model"
             if not (model_dir / "config.json").exists():
@@ -82,7 +86,10 @@ def run(args: argparse.Namespace) -> int:
             model_config = config.model_copy(update={"max_turns": 3})
             trajs = run_rollouts(samples[: args.model_samples], policy, env_config=model_config, out_dir=run_dir, seed=args.seed, progress=False)
             rows["tiny-qwen2.5-vl"] = agent_row(trajs)
-            model_note = "tiny-qwen2.5-vl is a randomly initialised model: it exercises the model path and scores near chance."
+            model_note = (
+                "tiny-qwen2.5-vl is a randomly initialised model: it exercises the model path (rendering, generation, "
+                "parsing, frames appended) and scores at or below chance, since it rarely writes a parseable answer."
+            )
 
     table = Table(title=f"VideoSeek demo — {len(samples)} samples, reward preset {args.reward}")
     for col in ("agent", "accuracy", "coverage", "evidence", "turns", "reward", "episodes"):

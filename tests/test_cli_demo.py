@@ -20,7 +20,7 @@ def test_demo_end_to_end(tmp_path, capsys, single_thread_torch):
     for name in ("oracle", "no-tool", "tiny-model-run"):
         assert len((out / name / "trajectories.jsonl").read_text().splitlines()) >= 1
     printed = capsys.readouterr().out
-    assert "oracle" in printed and "near chance" in printed and "trajectories.jsonl" in printed
+    assert "oracle" in printed and "below chance" in printed and "trajectories.jsonl" in printed
 
 
 def test_rollout_and_eval_commands(tmp_path, capsys):
