@@ -99,6 +99,24 @@ def stable_seed(*parts: Any) -> int:
     return zlib.crc32(repr(parts).encode())
 
 
+def open_checkpoint(
+    model_path: str | Path, max_new_tokens: int, temperature: float, top_p: float, **renderer_kwargs: Any
+) -> tuple[Path, Any, ConversationRenderer]:
+    """Check the sampling settings, load a local checkpoint's processor and build its renderer
+    (shared by the transformers and vLLM policies, so both render identically)."""
+    from transformers import AutoProcessor
+
+    path = Path(model_path).expanduser()
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"no model at {path}: expected a checkpoint directory with config.json")
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
+    if temperature < 0 or not 0 < top_p <= 1:
+        raise ValueError(f"need temperature >= 0 and 0 < top_p <= 1, got {temperature}, {top_p}")
+    processor = AutoProcessor.from_pretrained(path, local_files_only=True)
+    return path, processor, ConversationRenderer(processor, **renderer_kwargs)
+
+
 class TransformersPolicy:
     """A Hugging Face Qwen-VL checkpoint directory as a `Policy` (batched generation across episodes).
 
@@ -128,22 +146,14 @@ class TransformersPolicy:
         attn_implementation: str | None = None,
         name: str | None = None,
     ) -> None:
-        from transformers import AutoModelForImageTextToText, AutoProcessor
+        from transformers import AutoModelForImageTextToText
 
-        path = Path(model_path).expanduser()
-        if not (path / "config.json").is_file():
-            raise FileNotFoundError(f"no model at {path}: expected a checkpoint directory with config.json")
-        if max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
-        if temperature < 0 or not 0 < top_p <= 1:
-            raise ValueError(f"need temperature >= 0 and 0 < top_p <= 1, got {temperature}, {top_p}")
+        path, self.processor, self.renderer = open_checkpoint(
+            model_path, max_new_tokens, temperature, top_p, mode=mode, chat_template=chat_template, min_pixels=min_pixels, max_pixels=max_pixels
+        )
         self.name = name or f"hf:{path.name}"
         self.device = device
-        self.processor = AutoProcessor.from_pretrained(path, local_files_only=True)
         self.tokenizer = self.processor.tokenizer
-        self.renderer = ConversationRenderer(
-            self.processor, mode=mode, chat_template=chat_template, min_pixels=min_pixels, max_pixels=max_pixels
-        )
         load_kwargs = {"attn_implementation": attn_implementation} if attn_implementation else {}
         self.model = AutoModelForImageTextToText.from_pretrained(
             path, dtype=resolve_dtype(dtype, device), local_files_only=True, **load_kwargs

@@ -83,7 +83,19 @@ def _calls_made(inp: PolicyInput) -> int:
     return sum(1 for m in inp.messages if m.role == "tool")
 
 
-class OraclePolicy:
+class ScriptedPolicy:
+    """Base of the scripted policies: one turn per episode, decided by `turn(inp)`."""
+
+    name = "scripted"
+
+    def act(self, batch: list[PolicyInput]) -> list[PolicyOutput]:
+        return [self.turn(inp) for inp in batch]
+
+    def turn(self, inp: PolicyInput) -> PolicyOutput:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class OraclePolicy(ScriptedPolicy):
     """Crops the annotated clue intervals (padded by `pad` seconds), then answers from the frames."""
 
     name = "oracle"
@@ -91,10 +103,7 @@ class OraclePolicy:
     def __init__(self, pad: float = 0.25) -> None:
         self.pad = pad
 
-    def act(self, batch: list[PolicyInput]) -> list[PolicyOutput]:
-        return [self._one(inp) for inp in batch]
-
-    def _one(self, inp: PolicyInput) -> PolicyOutput:
+    def turn(self, inp: PolicyInput) -> PolicyOutput:
         duration = inp.evidence.duration
         spans = union((max(0.0, s - self.pad), min(duration, e + self.pad)) for s, e in inp.sample.clue_intervals)
         k = _calls_made(inp)
@@ -105,7 +114,7 @@ class OraclePolicy:
         return answer_from_frames(inp, reasoning_of(inp.sample.reference_reasoning) + grounded_evidence(inp.sample))
 
 
-class UniformPolicy:
+class UniformPolicy(ScriptedPolicy):
     """Scans `windows` equal windows from the start, one crop per turn, then answers."""
 
     name = "uniform"
@@ -113,20 +122,15 @@ class UniformPolicy:
     def __init__(self, windows: int = 4) -> None:
         self.windows = windows
 
-    def act(self, batch: list[PolicyInput]) -> list[PolicyOutput]:
-        out = []
-        for inp in batch:
-            k = _calls_made(inp)
-            d = inp.evidence.duration
-            if k < self.windows:
-                s, e = k * d / self.windows, (k + 1) * d / self.windows
-                out.append(PolicyOutput(text=f"<think>Scanning window {k + 1} of {self.windows}.</think>\n{tool_call(s, e)}"))
-            else:
-                out.append(answer_from_frames(inp, "I scanned the whole video in windows."))
-        return out
+    def turn(self, inp: PolicyInput) -> PolicyOutput:
+        k, d = _calls_made(inp), inp.evidence.duration
+        if k < self.windows:
+            s, e = k * d / self.windows, (k + 1) * d / self.windows
+            return PolicyOutput(text=f"<think>Scanning window {k + 1} of {self.windows}.</think>\n{tool_call(s, e)}")
+        return answer_from_frames(inp, "I scanned the whole video in windows.")
 
 
-class RandomPolicy:
+class RandomPolicy(ScriptedPolicy):
     """Crops between 1 and `max_calls` random spans, then answers from what it saw."""
 
     name = "random"
@@ -134,29 +138,24 @@ class RandomPolicy:
     def __init__(self, max_calls: int = 3, max_fraction: float = 0.3) -> None:
         self.max_calls, self.max_fraction = max_calls, max_fraction
 
-    def act(self, batch: list[PolicyInput]) -> list[PolicyOutput]:
-        out = []
-        for inp in batch:
-            k = _calls_made(inp)
-            # A stable hash (not hash(), which is salted per process) fixes the episode's call count.
-            target = 1 + zlib.crc32(inp.episode_id.encode()) % self.max_calls
-            d = inp.evidence.duration
-            if k < target:
-                length = float(inp.rng.uniform(0.05, self.max_fraction)) * d
-                s = float(inp.rng.uniform(0, d - length))
-                out.append(PolicyOutput(text=f"<think>Random look.</think>\n{tool_call(s, s + length)}"))
-            else:
-                out.append(answer_from_frames(inp, "I looked at random spans."))
-        return out
+    def turn(self, inp: PolicyInput) -> PolicyOutput:
+        # A stable hash (not hash(), which is salted per process) fixes the episode's call count.
+        target = 1 + zlib.crc32(inp.episode_id.encode()) % self.max_calls
+        d = inp.evidence.duration
+        if _calls_made(inp) < target:
+            length = float(inp.rng.uniform(0.05, self.max_fraction)) * d
+            s = float(inp.rng.uniform(0, d - length))
+            return PolicyOutput(text=f"<think>Random look.</think>\n{tool_call(s, s + length)}")
+        return answer_from_frames(inp, "I looked at random spans.")
 
 
-class NoToolPolicy:
+class NoToolPolicy(ScriptedPolicy):
     """Answers at once from the sparse initial frames."""
 
     name = "no-tool"
 
-    def act(self, batch: list[PolicyInput]) -> list[PolicyOutput]:
-        return [answer_from_frames(inp, "I answer from the initial frames.") for inp in batch]
+    def turn(self, inp: PolicyInput) -> PolicyOutput:
+        return answer_from_frames(inp, "I answer from the initial frames.")
 
 
 SCRIPTED = {"oracle": OraclePolicy, "uniform": UniformPolicy, "random": RandomPolicy, "no-tool": NoToolPolicy}

@@ -2,7 +2,7 @@
 
 vLLM is imported only when a `VLLMPolicy` is built, so the package works without it (official
 vLLM cannot share an environment with verl 0.9.1's transformers pin; install it where you train,
-e.g. `pip install 'videoseek[gpu]'`).
+e.g. verl's stack: `pip install 'verl[vllm]==0.9.1'`).
 
 Each prompt is the `ConversationRenderer`'s token ids, with every vision placeholder already
 expanded, plus the raw frames as `multi_modal_data` (`{"video": [(frames, metadata)]}` or
@@ -19,11 +19,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from videoseek.agents.hf_policy import stable_seed, trim_turn, turn_token_sets
+from videoseek.agents.hf_policy import open_checkpoint, stable_seed, trim_turn, turn_token_sets
 from videoseek.agents.policy import PolicyInput, PolicyOutput
-from videoseek.agents.prompting import DEFAULT_STOP_STRINGS, ConversationRenderer, with_assistant_prefix
+from videoseek.agents.prompting import DEFAULT_STOP_STRINGS, with_assistant_prefix
 
-INSTALL_HINT = "VLLMPolicy needs vLLM: pip install 'videoseek[gpu]' (or vllm matching your torch)"
+INSTALL_HINT = "VLLMPolicy needs vLLM: pip install 'verl[vllm]==0.9.1' (verl's vLLM stack), or a vllm matching your torch"
 
 
 def import_vllm() -> Any:
@@ -72,21 +72,13 @@ class VLLMPolicy:
         **llm_kwargs: Any,
     ) -> None:
         vllm = import_vllm()
-        from transformers import AutoProcessor, GenerationConfig
+        from transformers import GenerationConfig
 
-        path = Path(model_path).expanduser()
-        if not (path / "config.json").is_file():
-            raise FileNotFoundError(f"no model at {path}: expected a checkpoint directory with config.json")
-        if max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
-        if temperature < 0 or not 0 < top_p <= 1:
-            raise ValueError(f"need temperature >= 0 and 0 < top_p <= 1, got {temperature}, {top_p}")
-        self.name = name or f"vllm:{path.name}"
-        self.processor = AutoProcessor.from_pretrained(path, local_files_only=True)
-        self.tokenizer = self.processor.tokenizer
-        self.renderer = ConversationRenderer(
-            self.processor, mode=mode, chat_template=chat_template, min_pixels=min_pixels, max_pixels=max_pixels
+        path, self.processor, self.renderer = open_checkpoint(
+            model_path, max_new_tokens, temperature, top_p, mode=mode, chat_template=chat_template, min_pixels=min_pixels, max_pixels=max_pixels
         )
+        self.name = name or f"vllm:{path.name}"
+        self.tokenizer = self.processor.tokenizer
         self.end_of_turn_id = self.renderer.end_of_turn_id
         try:
             eos_token_id = GenerationConfig.from_pretrained(path, local_files_only=True).eos_token_id

@@ -86,10 +86,10 @@ def main() -> None:
     # The oracle's crops with a blind answer: the policy costs nothing, so this times the env and
     # the runner (decode, parsing, evidence, rewards, trajectory records), which is what G shares.
     class ReplayOracle(OraclePolicy):
-        def _one(self, inp):
+        def turn(self, inp):
             if sum(m.role == "tool" for m in inp.messages) >= len(inp.sample.clue_intervals):
                 return PolicyOutput("<think>done</think><answer>A</answer>")
-            return super()._one(inp)
+            return super().turn(inp)
 
     oracle = ReplayOracle()
     cfg = EnvConfig()

@@ -19,7 +19,7 @@ CONFIG = EnvConfig(initial_frames=4, frames_per_call=4, max_turns=3, max_pixels=
 def test_without_vllm_the_module_imports_and_the_policy_says_how_to_get_it(tmp_path):
     from videoseek.agents.vllm_policy import VLLMPolicy
 
-    with pytest.raises(ImportError, match=r"VLLMPolicy needs vLLM: pip install 'videoseek\[gpu\]'"):
+    with pytest.raises(ImportError, match=r"VLLMPolicy needs vLLM: pip install 'verl\[vllm\]==0.9.1'"):
         VLLMPolicy(tmp_path)
 
 
