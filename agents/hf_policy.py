@@ -18,12 +18,11 @@ positions itself.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from videoseek.agents.policy import PolicyInput, PolicyOutput
+from videoseek.agents.policy import PolicyInput, PolicyOutput, stable_seed
 from videoseek.agents.prompting import DEFAULT_STOP_STRINGS, ConversationRenderer, with_assistant_prefix
 
 # Keys of a rendered conversation that are per-token (padded) rather than per-vision-item (concatenated).
@@ -92,11 +91,6 @@ def turn_token_sets(tokenizer: Any, eos_token_id: Any, end_of_turn_id: int) -> t
     stop_ids.discard(end_of_turn_id)
     special = {int(i) for i, t in tokenizer.added_tokens_decoder.items() if t.special}
     return stop_ids, sorted(special - stop_ids - {end_of_turn_id})
-
-
-def stable_seed(*parts: Any) -> int:
-    """A seed from the batch's identity, so a batch samples the same tokens whenever it is run."""
-    return zlib.crc32(repr(parts).encode())
 
 
 def open_checkpoint(

@@ -7,6 +7,7 @@ loop. Model policies also return token ids so training can reuse them without re
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -15,6 +16,12 @@ import numpy as np
 if TYPE_CHECKING:
     from videoseek.envs.evidence import EvidenceState
     from videoseek.envs.sample import VideoSample
+
+
+def stable_seed(*parts: object) -> int:
+    """A seed from identities (ids, turn numbers): the same on every run and process, unlike
+    `hash()`, which Python salts per process."""
+    return zlib.crc32(repr(parts).encode())
 
 
 @dataclass

@@ -14,7 +14,6 @@ import re
 import threading
 import time
 import traceback
-import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from videoseek.agents.policy import Message, Policy, PolicyInput, PolicyOutput
+from videoseek.agents.policy import Message, Policy, PolicyInput, PolicyOutput, stable_seed
 from videoseek.agents.prompting import assistant_message, initial_messages, tool_message
 from videoseek.envs.env import EnvConfig, VideoSeekEnv
 from videoseek.envs.sample import VideoSample
@@ -122,8 +121,10 @@ class Episode:
     correct: bool | None = None  # filled by callers that need the outcome after the env is released
 
 
-def stable_seed(*parts: Any) -> int:
-    return zlib.crc32("/".join(map(str, parts)).encode())
+def mask_perturbation(sample: VideoSample, *key: Any) -> dict[str, Any]:
+    """DM-GRPO's masked view: one of the sample's mask patterns, drawn at random per sample and
+    step as VideoMend's trainer does (`key` identifies the draw, e.g. seed and sample id)."""
+    return {"kind": "mask", "pattern": stable_seed(*key) % len(sample.mask_patterns)}
 
 
 def plan_episodes(samples: Sequence[VideoSample], group_size: int, perturbations: Sequence[str], seed: int) -> list[Episode]:
@@ -138,8 +139,7 @@ def plan_episodes(samples: Sequence[VideoSample], group_size: int, perturbations
             if kind == "mask":
                 if not s.mask_patterns:
                     continue
-                # One pattern per sample and step, drawn at random as VideoMend's trainer does.
-                pert: dict[str, Any] = {"kind": "mask", "pattern": stable_seed(seed, s.id) % len(s.mask_patterns)}
+                pert: dict[str, Any] = mask_perturbation(s, seed, s.id)
             else:
                 pert = {"kind": kind}
             for g in range(group_size):
@@ -364,6 +364,23 @@ _THINK_SPAN = re.compile(r"<think>(.*?)</think>", re.S)
 _STEP_END = re.compile(r"</step>")
 
 
+def step_cut_points(messages: Sequence[Message], count: int) -> list[tuple[int, int]]:
+    """(message index, character offset just after `</step>`) of the first `count` steps, in order.
+
+    Steps are counted inside the `<think>` blocks of assistant turns, as ProcessThinker's parser does.
+    """
+    cuts = [(k, think.start(1) + m.end()) for k, msg in enumerate(messages) if msg.role == "assistant"
+            for think in _THINK_SPAN.finditer(msg.text) for m in _STEP_END.finditer(think.group(1))]  # fmt: skip
+    return cuts[:count]
+
+
+def continuation_succeeds(sample: VideoSample, text: str, threshold: float) -> bool:
+    """Does a step prefix plus its continuation end in a correct answer (ProcessThinker's verifier)?
+    A continuation that calls the tool instead of answering fails: continuations are one turn."""
+    action = parse_action(text).action
+    return isinstance(action, Answer) and accuracy_reward(action.text, sample) >= threshold
+
+
 def step_prefix_inputs(ep: Episode, num_continuations: int, k_min: int, k_max: int) -> list[tuple[int, PolicyInput]]:
     """ProcessThinker continuation requests of one finished episode: (prefix index, input) pairs.
 
@@ -372,31 +389,24 @@ def step_prefix_inputs(ep: Episode, num_continuations: int, k_min: int, k_max: i
     times with distinct episode ids (so model policies sample distinct continuations). Only
     format-valid responses with K in [K_min, K_max] are sampled (seed 004: r = 0 otherwise).
     """
-    turns = [t.assistant for t in ep.env.trajectory.turns]
-    nested, steps = parse_step_response(turns)
+    nested, steps = parse_step_response([m.text for m in ep.messages if m.role == "assistant"])
     if not nested or not (k_min <= len(steps) <= k_max):
         return []
-    ends = [(k, think.start(1) + m.end()) for k, text in enumerate(turns) for think in _THINK_SPAN.finditer(text)
-            for m in _STEP_END.finditer(think.group(1))]  # fmt: skip
-    assistant_at = [i for i, msg in enumerate(ep.messages) if msg.role == "assistant"]
     out = []
-    for i, (turn, offset) in enumerate(ends[: min(len(steps), k_max)]):
-        history = ep.messages[: assistant_at[turn]]
+    for i, (k, offset) in enumerate(step_cut_points(ep.messages, min(len(steps), k_max))):
+        turn = sum(1 for m in ep.messages[:k] if m.role == "assistant")
         for m in range(num_continuations):
             eid = f"{ep.episode_id}/prefix{i + 1}/m{m}"
-            rng = np.random.default_rng(stable_seed(eid))
-            out.append((i, PolicyInput(ep.sample, history, ep.env.evidence, turn, eid, rng, prefix=turns[turn][:offset])))
+            inp = PolicyInput(ep.sample, ep.messages[:k], ep.env.evidence, turn, eid, np.random.default_rng(stable_seed(eid)),
+                              prefix=ep.messages[k].text[:offset])  # fmt: skip
+            out.append((i, inp))
     return out
 
 
 def sample_success_rates(policy: Policy, episodes: Sequence[Episode], config: EnvConfig) -> list[list[float] | None]:
-    """c_i of each episode's step prefixes (ProcessThinker eq. 2), from one batched policy call.
-
-    A continuation succeeds when prefix + continuation ends in an answer whose accuracy reaches
-    the correct threshold. A continuation is one turn: one that calls a tool instead of
-    answering counts as a failure (the seed's responses are single-turn). None for episodes
-    that are not sampled (format-invalid, K outside [K_min, K_max], or failed).
-    """
+    """c_i of each episode's step prefixes (ProcessThinker eq. 2), from one batched policy call
+    (success: `continuation_succeeds`). None for episodes that are not sampled (format-invalid,
+    K outside [K_min, K_max], or failed)."""
     p = config.reward.process_thinker
     requests = [(e, i, inp) for e, ep in enumerate(episodes) if ep.env is not None and not ep.failure
                 for i, inp in step_prefix_inputs(ep, p.num_continuations, p.k_min, p.k_max)]  # fmt: skip
@@ -406,8 +416,7 @@ def sample_success_rates(policy: Policy, episodes: Sequence[Episode], config: En
     outputs = _act(policy, [episodes[e] for e, _, _ in requests], [inp for _, _, inp in requests], record=False)
     wins: dict[tuple[int, int], list[float]] = {}
     for (e, i, inp), out in zip(requests, outputs):
-        action = parse_action(inp.prefix + out.text).action if out is not None else None
-        ok = isinstance(action, Answer) and accuracy_reward(action.text, episodes[e].sample) >= config.correct_threshold
+        ok = out is not None and continuation_succeeds(episodes[e].sample, inp.prefix + out.text, config.correct_threshold)
         wins.setdefault((e, i), []).append(float(ok))
     for (e, i), flags in sorted(wins.items()):
         rates[e] = (rates[e] or []) + [sum(flags) / len(flags)]

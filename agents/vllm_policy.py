@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from videoseek.agents.hf_policy import open_checkpoint, stable_seed, trim_turn, turn_token_sets
-from videoseek.agents.policy import PolicyInput, PolicyOutput
+from videoseek.agents.hf_policy import open_checkpoint, trim_turn, turn_token_sets
+from videoseek.agents.policy import PolicyInput, PolicyOutput, stable_seed
 from videoseek.agents.prompting import DEFAULT_STOP_STRINGS, with_assistant_prefix
 
 INSTALL_HINT = "VLLMPolicy needs vLLM: pip install 'verl[vllm]==0.9.1' (verl's vLLM stack), or a vllm matching your torch"

@@ -36,9 +36,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import re
 import time
-import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,7 +49,8 @@ from verl.experimental.agent_loop.agent_loop import (
     AgentLoopOutput,
     register,
 )
-from videoseek.agents.policy import Message
+from videoseek.agents.policy import Message, stable_seed
+from videoseek.agents.rollout import continuation_succeeds, mask_perturbation, step_cut_points
 from videoseek.agents.prompting import (
     DEFAULT_STOP_STRINGS,
     ConversationRenderer,
@@ -60,10 +59,9 @@ from videoseek.agents.prompting import (
     initial_messages,
     tool_message,
 )
-from videoseek.envs.actions import Answer, parse_action
 from videoseek.envs.env import EnvConfig, VideoSeekEnv
 from videoseek.envs.sample import VideoSample
-from videoseek.rewards import EpisodeSummary, RewardConfig, accuracy_reward
+from videoseek.rewards import EpisodeSummary, RewardConfig
 from videoseek.rewards.process_thinker import parse_step_response
 from videoseek.training.group import GroupCoordinator
 from videoseek.training.records import (
@@ -109,35 +107,10 @@ class EpisodeResult:
     metrics: dict[str, float] = field(default_factory=dict)
 
 
-_THINK_SPAN = re.compile(r"<think>(.*?)</think>", re.DOTALL)
-
-
-def step_cut_points(messages: list[Message], count: int) -> list[tuple[int, int]]:
-    """(message index, character offset just after `</step>`) of the first `count` steps, in order.
-
-    Steps are counted inside `<think>` blocks of assistant turns, as ProcessThinker's parser does.
-    """
-    cuts: list[tuple[int, int]] = []
-    for k, m in enumerate(messages):
-        if m.role != "assistant":
-            continue
-        for block in _THINK_SPAN.finditer(m.text):
-            start = block.start(1)
-            for close in re.finditer(r"</step>", block.group(1)):
-                cuts.append((k, start + close.end()))
-                if len(cuts) == count:
-                    return cuts
-    return cuts
-
-
 def _aligned_logprobs(logprobs: list[float] | None, n: int) -> list[float]:
     """The server's log-probs for the first `n` tokens (0.0 where it sent none)."""
     lp = [float(x) for x in (logprobs or [])][:n]
     return lp + [0.0] * (n - len(lp))
-
-
-def stable_seed(*parts: Any) -> int:
-    return zlib.crc32("/".join(map(str, parts)).encode())
 
 
 _RENDERERS: dict[tuple, ConversationRenderer] = {}
@@ -343,8 +316,7 @@ class VideoSeekAgentLoop(AgentLoopBase):
             if kind == "mask":
                 if not sample.mask_patterns:
                     continue  # no annotated pattern: DM-GRPO's r_dm is 0 for this sample
-                # One pattern per sample and step, drawn at random as VideoMend's trainer does.
-                pert: dict[str, Any] = {"kind": "mask", "pattern": stable_seed(uid, "mask") % len(sample.mask_patterns)}
+                pert: dict[str, Any] = mask_perturbation(sample, uid, "mask")
                 mask_info = pert
             else:
                 pert = {"kind": kind}
@@ -395,9 +367,7 @@ class VideoSeekAgentLoop(AgentLoopBase):
                 text = prefix_text + self.tokenizer.decode(
                     [t for t in generated if t != self.end_of_turn_id], skip_special_tokens=False, clean_up_tokenization_spaces=False
                 )
-                action = parse_action(text).action
-                if isinstance(action, Answer) and accuracy_reward(action.text, sample) >= self.options.reward.correct_threshold:
-                    wins += 1
+                wins += continuation_succeeds(sample, text, self.options.reward.correct_threshold)
             rates.append(wins / p.num_continuations)
         return rates
 
