@@ -103,16 +103,37 @@ def test_a_crash_in_one_episode_is_recorded_and_the_run_goes_on(synth_samples, t
     assert len((tmp_path / "trajectories.jsonl").read_text().splitlines()) == 3
 
 
+class SeeingOracle(OraclePolicy):
+    """The oracle, keeping every frame each episode was shown (what a model policy would see)."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = {}
+
+    def act(self, batch):
+        for inp in batch:
+            self.seen[inp.episode_id] = [(m.frames, m.timestamps) for m in inp.messages if m.frames is not None]
+        return super().act(batch)
+
+
 def test_mask_group_sees_black_frames_exactly_in_the_masked_range(synth_samples):
     sample = next(s for s in synth_samples if s.mask_patterns)
-    trajs = run_rollouts([sample], load_policy("oracle"), group_size=2, perturbations=["mask"], progress=False, env_config=EnvConfig())
+    policy = SeeingOracle()
+    trajs = run_rollouts([sample], policy, group_size=2, perturbations=["mask"], progress=False, env_config=EnvConfig())
     masked = [t for t in trajs if t.group.role == "perturbed"]
     assert len(masked) == 2 and len([t for t in trajs if t.group.role == "origin"]) == 2
     lo, hi = masked[0].group.perturbation["time_range"]
-    for t in masked:
+    black_seen = 0
+    for t in trajs:
+        for frames, times in policy.seen[t.episode_id]:
+            for frame, time in zip(frames, times):
+                hidden = t.group.role == "perturbed" and math.floor(lo) <= math.floor(time) <= math.floor(hi)
+                assert (frame.max() == 0) == hidden, (t.episode_id, time)
+                black_seen += hidden
         for turn in t.turns:
             for f in turn.observation.frames:
-                assert f.masked == (math.floor(lo) <= math.floor(f.t) <= math.floor(hi))
+                assert f.masked == (t.group.role == "perturbed" and math.floor(lo) <= math.floor(f.t) <= math.floor(hi))
+    assert black_seen > 0  # the oracle crops the clue, which the critical pattern hides
 
 
 def test_group_rewards_and_advantages_for_dmgrpo(synth_samples):
