@@ -416,7 +416,7 @@ def sample_success_rates(policy: Policy, episodes: Sequence[Episode], config: En
     outputs = _act(policy, [episodes[e] for e, _, _ in requests], [inp for _, _, inp in requests], record=False)
     wins: dict[tuple[int, int], list[float]] = {}
     for (e, i, inp), out in zip(requests, outputs):
-        ok = out is not None and continuation_succeeds(episodes[e].sample, inp.prefix + out.text, config.correct_threshold)
+        ok = out is not None and continuation_succeeds(episodes[e].sample, inp.prefix + out.text, config.reward.correct_threshold)
         wins.setdefault((e, i), []).append(float(ok))
     for (e, i), flags in sorted(wins.items()):
         rates[e] = (rates[e] or []) + [sum(flags) / len(flags)]

@@ -13,13 +13,13 @@ measure of how much the tasks need seeking.
 
 from __future__ import annotations
 
-import json
 import re
 import zlib
 
 import numpy as np
 
 from videoseek.agents.policy import Message, PolicyInput, PolicyOutput
+from videoseek.envs.actions import CropVideo, action_to_text
 from videoseek.envs.perceive import perceive
 from videoseek.envs.sample import ProblemType, VideoSample
 from videoseek.rewards.intervals import union
@@ -30,8 +30,7 @@ _ANSWER_BLOCK = re.compile(r"<answer>.*?</answer>", re.S)
 
 
 def tool_call(start: float, end: float) -> str:
-    args = {"start": round(float(start), 2), "end": round(float(end), 2)}
-    return "<tool_call>" + json.dumps({"name": "crop_video", "arguments": args}) + "</tool_call>"
+    return action_to_text(CropVideo(round(float(start), 2), round(float(end), 2)))
 
 
 def seen_frames(messages: list[Message]) -> tuple[np.ndarray | None, np.ndarray]:

@@ -77,6 +77,20 @@ def action_to_dict(action: Action) -> dict[str, Any]:
     return {"type": "think"}
 
 
+def action_to_text(action: Action) -> str:
+    """The default-dialect text of a structured action (what a model would write for it).
+
+    >>> action_to_text(CropVideo(12.0, 18.5))
+    '<tool_call>{"name": "crop_video", "arguments": {"start": 12.0, "end": 18.5}}</tool_call>'
+    """
+    if isinstance(action, CropVideo):
+        args = {"start": round(action.start, 3), "end": round(action.end, 3)}
+        return "<tool_call>" + json.dumps({"name": TOOL_NAME, "arguments": args}) + "</tool_call>"
+    if isinstance(action, Answer):
+        return f"<answer>{action.text}</answer>"
+    return ""
+
+
 # ---- time values ------------------------------------------------------------------------------
 _CLOCK = re.compile(r"^\s*(?:(\d+):)?(\d{1,2}):(\d{1,2}(?:\.\d+)?)\s*$")
 _SECONDS = re.compile(r"^\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*(?:s|sec|secs|seconds?)?\s*$")

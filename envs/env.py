@@ -11,7 +11,7 @@ import numpy as np
 from gymnasium import spaces
 from pydantic import BaseModel, ConfigDict, Field
 
-from videoseek.envs.actions import Action, Answer, CropVideo, Invalid, ParsedTurn, Think, action_to_dict, parse_action
+from videoseek.envs.actions import Action, Answer, CropVideo, Invalid, ParsedTurn, Think, action_to_dict, action_to_text, parse_action
 from videoseek.envs.evidence import EvidenceState
 from videoseek.envs.sample import DataError, VideoSample
 from videoseek.envs.trajectory import CallInfo, FrameRef, GroupInfo, Observation, Trajectory, Turn
@@ -59,7 +59,6 @@ class EnvConfig(BaseModel):
     max_pixels: int | None = Field(default=224 * 224, description="per-frame pixel budget (aspect ratio kept)")
     timestamp_overlay: bool = Field(default=False, description="burn HH:MM:SS into each frame (VideoMend)")
     video_backend: Literal["decord", "pyav"] = "decord"
-    correct_threshold: float = Field(default=0.5, description="accuracy at or above which an answer counts as correct")
     reward: RewardConfig = Field(default_factory=RewardConfig)
 
 
@@ -206,7 +205,8 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
             raise RuntimeError("step() called on a finished episode; call reset() first")
         parsed = self._parse(action)
         turn = len(self.trajectory.turns)
-        raw = action if isinstance(action, str) else ""
+        # A structured action is recorded as the text a model would have written for it.
+        raw = action if isinstance(action, str) else action_to_text(parsed.action)
         error: str | None = None
         call: CallInfo | None = None
         frames = np.zeros((0, *self._frame_shape), np.uint8)
@@ -289,12 +289,11 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
         assert self.trajectory is not None
         turns = self.trajectory.turns
         answer = next((t.action["text"] for t in turns if t.action["type"] == "answer"), None)
-        invalid = sum(1 for t in turns if t.action["type"] == "invalid" or (t.action["type"] == "crop_video" and t.error))
         return EpisodeSummary(
             prediction=answer,
             assistant_turns=[t.assistant for t in turns],
             calls=self.evidence.call_spans(),
-            invalid_calls=invalid,
+            invalid_calls=self.trajectory.invalid_calls,
             duration=self.duration,
             truncated=self.trajectory.truncated,
         )
@@ -311,14 +310,14 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
             accuracy = accuracy_reward(act.text if isinstance(act, Answer) else None, self.sample)
         traj.prediction = act.text if isinstance(act, Answer) else None
         traj.accuracy = accuracy
-        traj.correct = None if accuracy is None else bool(accuracy >= self.config.correct_threshold)
+        traj.correct = bool(accuracy >= self.config.reward.correct_threshold)
         traj.reward, traj.reward_components = float(total), dict(components)
         traj.metrics.update(
             coverage=self.evidence.coverage,
             evidence=self.evidence.score,
             precision=self.evidence.precision,
             calls=len(self.evidence.calls),
-            invalid_calls=self.summary().invalid_calls,
+            invalid_calls=traj.invalid_calls,
             frames=self._frames_used,
         )
         info.update(reward_components=dict(components), prediction=traj.prediction, correct=traj.correct)

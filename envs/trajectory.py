@@ -98,4 +98,5 @@ class Trajectory(BaseModel):
 
     @property
     def invalid_calls(self) -> int:
-        return sum(1 for t in self.turns if t.action.get("type") in ("invalid",) or (t.action.get("type") == "crop_video" and t.error))
+        """Malformed tool calls and rejected crops (both cost a turn and count for the penalties)."""
+        return sum(1 for t in self.turns if t.action.get("type") == "invalid" or (t.action.get("type") == "crop_video" and t.error))

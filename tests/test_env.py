@@ -7,7 +7,7 @@ from gymnasium.utils.env_checker import check_env
 from videos import read_index
 
 import videoseek.envs  # noqa: F401  (registers the env)
-from videoseek.envs import Answer, CropVideo, DataError, EnvConfig, Think, VideoSample, VideoSeekEnv
+from videoseek.envs import Answer, CropVideo, DataError, EnvConfig, Think, VideoSample, VideoSeekEnv, parse_action
 
 
 def crop(s, e):
@@ -149,6 +149,9 @@ def test_structured_actions(index_sample):
     assert len(obs["frames"]) == 8
     *_, term, _, info = env.step(Answer("B"))
     assert term and info["reward_components"]["accuracy"] == 1.0
+    # recorded as the text a model would have written, so every text-based reward reads them alike
+    first, last = env.trajectory.turns
+    assert parse_action(first.assistant).action == CropVideo(12.0, 13.0) and last.assistant == "<answer>B</answer>"
 
 
 def test_mask_perturbation_blacks_out_exactly_the_range(index_sample):
