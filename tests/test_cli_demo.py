@@ -71,3 +71,14 @@ def test_every_command_has_help(name, capsys):
         main([name, "--help"])
     assert exit_.value.code == 0
     assert f"usage: videoseek {name}" in capsys.readouterr().out
+
+
+def test_quickstart_example_runs(tmp_path, capsys):
+    import runpy
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "examples" / "quickstart.py"
+    runpy.run_path(str(script), run_name="not_main")["main"](tmp_path)
+    printed = capsys.readouterr().out
+    assert "oracle: accuracy 1.00, coverage 1.00, episodes 16" in printed
+    assert len((tmp_path / "run" / "trajectories.jsonl").read_text().splitlines()) == 16
