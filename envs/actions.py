@@ -29,6 +29,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Union
 
+from videoseek.rewards.timestamps import parse_time as parse_time_text
+
 
 @dataclass(frozen=True)
 class Think:
@@ -92,12 +94,11 @@ def action_to_text(action: Action) -> str:
 
 
 # ---- time values ------------------------------------------------------------------------------
-_CLOCK = re.compile(r"^\s*(?:(\d+):)?(\d{1,2}):(\d{1,2}(?:\.\d+)?)\s*$")
-_SECONDS = re.compile(r"^\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*(?:s|sec|secs|seconds?)?\s*$")
-
-
 def parse_time(value: Any) -> float | None:
     """Seconds from a number, "12.5", "12.5s", "MM:SS" or "HH:MM:SS.s"; None when unparseable or not finite.
+
+    Strings are read by `videoseek.rewards.timestamps.parse_time`, the same parser the timestamp
+    reward uses, so a call and a cited time mean the same thing.
 
     >>> parse_time("01:02:03.5"), parse_time("2:05"), parse_time("7s"), parse_time("nan")
     (3723.5, 125.0, 7.0, None)
@@ -109,20 +110,7 @@ def parse_time(value: Any) -> float | None:
         return v if math.isfinite(v) else None
     if not isinstance(value, str) or len(value) > 64:
         return None
-    m = _CLOCK.match(value)
-    if m:
-        h, mi, s = m.groups()
-        if int(mi) >= 60 and h is not None or float(s) >= 60:
-            return None
-        return (int(h) if h else 0) * 3600 + int(mi) * 60 + float(s)
-    m = _SECONDS.match(value)
-    if m:
-        try:
-            v = float(m.group(1))
-        except ValueError:  # pragma: no cover - the regex admits only floats
-            return None
-        return v if math.isfinite(v) else None
-    return None
+    return parse_time_text(value)
 
 
 # ---- tag extraction ---------------------------------------------------------------------------
