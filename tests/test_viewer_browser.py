@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from videoseek.envs.sample import write_jsonl
 from videoseek.viewer.export import export_runs
-from videoseek.viewer.fixtures import write_fixture_run
+from videoseek.viewer.fixtures import write_compare_runs, write_fixture_run
 from videoseek.viewer.play import PlayManager
 from videoseek.viewer.server import ViewerApp, serve_in_thread
 
@@ -49,14 +49,7 @@ def site(tmp_path_factory, index_video):
     from videoseek.envs.sample import VideoSample
 
     base = tmp_path_factory.mktemp("browser")
-    run_a, run_b = base / "a", base / "b"
-    write_fixture_run(run_a, n_samples=2, group_size=4)
-    write_fixture_run(run_b, n_samples=2, group_size=4, policy="uniform", perturbed=False)
-    lines = [json.loads(x) for x in (run_b / "trajectories.jsonl").read_text().splitlines()]
-    for ep in lines:
-        if ep["episode_id"].endswith("/g0"):
-            ep["correct"], ep["prediction"] = False, "D"
-    (run_b / "trajectories.jsonl").write_text("".join(json.dumps(ep) + "\n" for ep in lines))
+    run_a, run_b = write_compare_runs(base)
     sample = VideoSample(id="play-1", video=str(index_video), question="Which colour flashes?", options=["A. red", "B. green"], answer="B",
                          clue_intervals=[(12.0, 13.5)], metadata={"task_kind": "test"})  # fmt: skip
     data = write_jsonl([sample], base / "data" / "samples.jsonl")

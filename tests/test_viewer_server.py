@@ -14,7 +14,7 @@ from PIL import Image
 from videoseek.envs.sample import write_jsonl
 from videoseek.envs.trajectory import Trajectory
 from videoseek.viewer.export import export_runs
-from videoseek.viewer.fixtures import write_fixture_run
+from videoseek.viewer.fixtures import write_compare_runs, write_fixture_run
 from videoseek.viewer.play import PlayManager, find_samples_file
 from videoseek.viewer.server import ViewerApp, serve_in_thread
 
@@ -51,14 +51,7 @@ def post_json(server, path: str, body: dict, status: int = 200) -> dict:
 def runs(tmp_path_factory):
     """Run A (fixture), run B (same episode ids, g0 answers flipped), a secret file beside them."""
     base = tmp_path_factory.mktemp("viewer")
-    run_a, run_b = base / "run_a", base / "run_b"
-    write_fixture_run(run_a, n_samples=2, group_size=4)
-    write_fixture_run(run_b, n_samples=2, group_size=4, policy="uniform", perturbed=False)
-    lines = [json.loads(x) for x in (run_b / "trajectories.jsonl").read_text().splitlines()]
-    for ep in lines:
-        if ep["episode_id"].endswith("/g0"):
-            ep["correct"], ep["prediction"] = False, "D"
-    (run_b / "trajectories.jsonl").write_text("".join(json.dumps(ep) + "\n" for ep in lines))
+    run_a, run_b = write_compare_runs(base)
     (base / "secret.jpg").write_bytes(b"SECRET-OUTSIDE")
     (base / "secret.txt").write_bytes(b"SECRET-OUTSIDE")
     (run_a / "frames" / "escape.jpg").symlink_to(base / "secret.jpg")

@@ -190,3 +190,18 @@ def write_fixture_run(run_dir: str | Path, n_samples: int = 3, group_size: int =
             for ep in group:
                 fh.write(json.dumps(ep) + "\n")
     return out
+
+
+def write_compare_runs(base: str | Path, n_samples: int = 2, group_size: int = 4) -> tuple[Path, Path]:
+    """Two runs over the same samples for the compare view: A (oracle, with masked groups) and
+    B (uniform, no perturbed groups) whose g0 episodes answer wrongly."""
+    base = Path(base)
+    run_a, run_b = base / "run_a", base / "run_b"
+    write_fixture_run(run_a, n_samples=n_samples, group_size=group_size)
+    write_fixture_run(run_b, n_samples=n_samples, group_size=group_size, policy="uniform", perturbed=False)
+    episodes = [json.loads(x) for x in (run_b / "trajectories.jsonl").read_text().splitlines()]
+    for ep in episodes:
+        if ep["episode_id"].endswith("/g0"):
+            ep["correct"], ep["prediction"] = False, "D"
+    (run_b / "trajectories.jsonl").write_text("".join(json.dumps(ep) + "\n" for ep in episodes))
+    return run_a, run_b
