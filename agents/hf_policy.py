@@ -9,11 +9,10 @@ new role. Each `PolicyOutput` carries the prompt ids, the generated ids (ending 
 `<|im_end|>` when the model closed the turn itself) and, on request, their log-probabilities
 under the model (temperature 1, before top-p), so training reuses the exact tokens.
 
-Known upstream issue: transformers 5.10 (the version verl 0.9.1 allows) truncates Qwen2.5-VL's
-`second_per_grid_ts` to an integer before scaling temporal positions (huggingface/transformers
-PR #48669 fixes it; 5.19 has the fix), so frames sampled faster than 2 fps share one temporal
-position in this policy's forward passes. Tokens and pixels are unaffected; vLLM computes the
-positions itself.
+Qwen2.5-VL positions: transformers 5.10 (the newest verl 0.9.1 allows) computes M-RoPE positions
+differently from vLLM after a video and truncates clip rates; the model here uses
+`videoseek.agents.rope.qwen2_5_vl_rope_index` instead, the rule vLLM samples with and verl
+trains on (through `videoseek.training.positions`), so all three agree.
 """
 
 from __future__ import annotations
@@ -24,6 +23,7 @@ from typing import Any
 
 from videoseek.agents.policy import PolicyInput, PolicyOutput, stable_seed
 from videoseek.agents.prompting import DEFAULT_STOP_STRINGS, ConversationRenderer, with_assistant_prefix
+from videoseek.agents.rope import use_sampling_rope_index
 
 # Keys of a rendered conversation that are per-token (padded) rather than per-vision-item (concatenated).
 _TOKEN_KEYS = ("input_ids", "attention_mask", "mm_token_type_ids")
@@ -153,6 +153,7 @@ class TransformersPolicy:
             path, dtype=resolve_dtype(dtype, device), local_files_only=True, **load_kwargs
         ).to(device)
         self.model.eval()
+        use_sampling_rope_index(self.model)
         self.max_new_tokens = max_new_tokens
         self.temperature = temperature
         self.top_p = top_p

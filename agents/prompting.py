@@ -69,7 +69,7 @@ END_OF_TURN = "<|im_end|>"
 DEFAULT_STOP_STRINGS = ("</tool_call>", "</answer>")
 # Frame indices in VideoMetadata are integers: express timestamps in milliseconds.
 TIME_BASE = 1000
-_ZERO_WIDTH_SPACE = "\u200b"
+ZERO_WIDTH_SPACE = "\u200b"
 
 CROP_VIDEO_TOOL: dict[str, Any] = {
     "type": "function",
@@ -407,7 +407,7 @@ class ConversationRenderer:
         """Text with every special-token string broken by a zero-width space, so it tokenises as text."""
         for special in self._special_strings:
             if special in text:
-                text = text.replace(special, special[0] + _ZERO_WIDTH_SPACE + special[1:])
+                text = text.replace(special, special[0] + ZERO_WIDTH_SPACE + special[1:])
         return text
 
     def _chat_entry(self, message: Message, index: int) -> dict[str, Any]:

@@ -1,18 +1,17 @@
-"""`VideoSeekAgentLoop` inside verl's own `AgentLoopWorker` (CPU, tiny Qwen2.5-VL, real video).
+"""`VideoSeekAgentLoop` inside verl's legacy `AgentLoopWorker` (`trainer.use_v1=false`; CPU, tiny Qwen2.5-VL, real video).
 
 The rows come from `export-verl` through verl's `RLHFDataset` and `collate_fn`; the worker
-instantiates the loop from the agent-loop YAML, runs it in an event loop against a fake server
-manager (scripted token ids, or generation with the tiny model), then applies verl's own
-post-processing (padding, multi-modal inputs, M-RoPE position ids) and verl's reward path
-(`RewardLoopWorker` -> `NaiveRewardManager` -> our `compute_score`). Only Ray's transport is
-replaced: the reward worker is called in-process.
+instantiates the loop from the agent-loop YAML and runs it against verl's real `LLMServerClient`
+in front of an emulated vLLM server (scripted turns, or generation with the tiny model), then
+applies verl's own post-processing (padding, multi-modal inputs, M-RoPE position ids) and verl's
+reward path (`RewardLoopWorker` -> `NaiveRewardManager` -> our `compute_score`). What is emulated
+and why: `verl_harness.py`. The default v1 path: `test_training_verl_v1.py`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-import uuid
 
 import numpy as np
 import pytest
@@ -21,23 +20,21 @@ import torch
 pytest.importorskip("verl")
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
-from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
-from verl.protocol import DataProto
-from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
+from verl.utils import hf_processor
 from verl.workers.rollout.replica import TokenOutput
+from verl_harness import (
+    ANSWER,
+    CROP,
+    ENV,
+    FakeVLLMServer,
+    InProcessReward,
+    load_batch,
+    make_config,
+    server_client,
+)
 from videoseek.agents.tiny_model import ensure_tiny_model
 from videoseek.envs.env import EnvConfig
 from videoseek.training.export import export_samples
-from videoseek.training.verl_config import (
-    TrainSpec,
-    compose,
-    verl_overrides,
-    write_agent_loop_yaml,
-)
-
-CROP = '<think>The sparse frames miss it.</think><tool_call>{"name": "crop_video", "arguments": {"start": 11.5, "end": 14.0}}</tool_call>'
-ANSWER = "<think>At 12.5s it is green.</think><answer>B</answer>"
-ENV = {"initial_frames": 4, "frames_per_call": 4, "max_turns": 3, "max_total_frames": 16, "max_pixels": 56 * 112}
 
 
 @pytest.fixture(scope="module")
@@ -45,94 +42,43 @@ def tiny_model(tmp_path_factory):
     return ensure_tiny_model(cache_dir=tmp_path_factory.mktemp("models"))
 
 
-def make_config(tmp_path, model, parquet, reward="default", response_length=256, loop=None):
-    spec = TrainSpec(
-        model=str(model), train_files=[str(parquet)], val_files=[str(parquet)], out=str(tmp_path / "run"), reward=reward,
-        group_size=2, batch_size=1, n_gpus=1, prompt_length=1024, response_length=response_length, max_turn_tokens=64,
-        env=ENV, loop=loop or {},
-    )  # fmt: skip
-    cfg = compose(verl_overrides(spec, write_agent_loop_yaml(spec)))
-    cfg.actor_rollout_ref.rollout.agent.num_workers = 1
-    return cfg
-
-
-class ScriptedServer:
-    """Returns scripted turns as token ids; checks video placeholders against the frames, as vLLM would."""
-
-    def __init__(self, tokenizer, turns, end_of_turn=True):
-        self.tokenizer = tokenizer
-        self.turns = turns
-        self.end_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
-        self.vision_start = tokenizer.convert_tokens_to_ids("<|vision_start|>")
-        self.video_pad = tokenizer.convert_tokens_to_ids("<|video_pad|>")
-        self.end_of_turn = end_of_turn
-        self.returned: dict[str, list[list[int]]] = {}
-
-    async def generate(self, request_id, *, prompt_ids, sampling_params, video_data=None, **kwargs):
-        await asyncio.sleep(0)
-        runs = sum(1 for a, b in itertools.pairwise(prompt_ids) if a == self.vision_start and b == self.video_pad)
-        assert runs == len(video_data or []), f"{runs} video placeholders but {len(video_data or [])} videos"
-        k = len(self.returned.setdefault(request_id, []))
-        text = self.turns[min(k, len(self.turns) - 1)]
-        ids = self.tokenizer.encode(text, add_special_tokens=False) + ([self.end_id] if self.end_of_turn else [])
-        ids = ids[: sampling_params["max_tokens"]]
-        self.returned[request_id].append(ids)
-        return TokenOutput(token_ids=ids, log_probs=[-0.25] * len(ids))
-
-
-class TinyModelServer:
+class TinyModelServer(FakeVLLMServer):
     """Generates with the tiny model from token ids and raw frames, as a vLLM server does."""
 
     def __init__(self, model_path):
-        from transformers import AutoModelForImageTextToText, AutoProcessor
+        from transformers import AutoModelForImageTextToText
 
-        self.processor = AutoProcessor.from_pretrained(model_path)
+        super().__init__(hf_processor(str(model_path)), turns=[""])
         self.model = AutoModelForImageTextToText.from_pretrained(model_path).eval()
         self.calls = 0
 
-    async def generate(self, request_id, *, prompt_ids, sampling_params, video_data=None, **kwargs):
+    async def generate(self, prompt_ids, sampling_params, request_id, image_data=None, video_data=None, audio_data=None, mm_processor_kwargs=None, priority=0, kv_transfer_params=None):
+        self._check_videos(list(prompt_ids), video_data, mm_processor_kwargs)
         inputs = {"input_ids": torch.tensor([prompt_ids]), "attention_mask": torch.ones(1, len(prompt_ids), dtype=torch.long)}
         if video_data:
             frames, metadata = zip(*video_data)
-            vision = self.processor.video_processor(videos=list(frames), video_metadata=list(metadata), do_sample_frames=False, return_tensors="pt")
+            vision = self.processor.video_processor(
+                videos=list(frames), video_metadata=list(metadata), do_sample_frames=False, return_tensors="pt", **(mm_processor_kwargs or {})
+            )
             inputs.update(pixel_values_videos=vision["pixel_values_videos"], video_grid_thw=vision["video_grid_thw"])
-            expected = int((vision["video_grid_thw"].prod(dim=1) // 4).sum())
-            assert sum(t == self.processor.tokenizer.convert_tokens_to_ids("<|video_pad|>") for t in prompt_ids) == expected
         with torch.random.fork_rng(devices=[]), torch.inference_mode():
             torch.manual_seed(self.calls)
             out = self.model.generate(**inputs, max_new_tokens=sampling_params["max_tokens"], do_sample=True, temperature=1.0)
         self.calls += 1
-        return TokenOutput(token_ids=out[0, len(prompt_ids) :].tolist())
-
-
-class InProcessReward:
-    """A Ray actor handle's `compute_score.remote` for verl's real `RewardLoopWorker`, called in-process."""
-
-    def __init__(self, config):
-        worker = RewardLoopWorker(config)
-
-        class _Method:
-            @staticmethod
-            def remote(data):
-                return worker.compute_score(data)
-
-        self.compute_score = _Method()
-
-
-def load_batch(cfg, tokenizer, processor, n):
-    dataset = RLHFDataset(list(cfg.data.train_files), tokenizer, cfg.data, processor)
-    batch = DataProto.from_single_dict(collate_fn([dataset[0]]))
-    batch.non_tensor_batch["uid"] = np.array([str(uuid.uuid4())], dtype=object)
-    return batch.repeat(repeat_times=n, interleave=True)
+        return TokenOutput(token_ids=out[0, len(prompt_ids) :].tolist(), extra_fields={"global_steps": 0})
 
 
 def run_worker(cfg, server, n=2):
     async def main():
-        worker = AgentLoopWorker(cfg, server, reward_loop_worker_handles=[InProcessReward(cfg)])
+        worker = AgentLoopWorker(cfg, server_client(cfg, server), reward_loop_worker_handles=[InProcessReward(cfg)])
         batch = load_batch(cfg, worker.tokenizer, worker.processor, n)
         return worker, await worker.generate_sequences(batch)
 
     return asyncio.run(main())
+
+
+def scripted(tiny_model, turns, **kwargs):
+    return FakeVLLMServer(hf_processor(str(tiny_model)), turns, **kwargs)
 
 
 @pytest.fixture(scope="module")
@@ -153,20 +99,19 @@ def index_sample_module(index_video):
 
 def test_scripted_episode_through_verl_postprocessing_and_reward(tmp_path, tiny_model, exported):
     cfg = make_config(tmp_path, tiny_model, exported)
-    from verl.utils import hf_tokenizer
-
-    server = ScriptedServer(hf_tokenizer(str(tiny_model)), [CROP, ANSWER])
+    server = scripted(tiny_model, [CROP, ANSWER])
     worker, out = run_worker(cfg, server, n=2)
     tokenizer = worker.tokenizer
 
     assert len(out) == 2
     responses, mask = out.batch["responses"], out.batch["response_mask"]
     attention = out.batch["attention_mask"][:, out.batch["prompts"].shape[1] :]
-    generated = [list(itertools.chain.from_iterable(calls)) for calls in server.returned.values()]
-    assert len(generated) == 2  # one request id per episode
+    end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    generated = list(itertools.chain.from_iterable(tokenizer.encode(t, add_special_tokens=False) + [end] for t in (CROP, ANSWER)))
+    assert len(server.requests) == 4  # two turns per episode
     for row in range(2):
         model_tokens = responses[row][mask[row].bool()].tolist()
-        assert model_tokens in generated  # mask is 1 exactly on what the server generated, in order
+        assert model_tokens == generated  # mask is 1 exactly on what the server generated, in order
         context = responses[row][(attention[row].bool()) & (~mask[row].bool())].tolist()
         assert tokenizer.convert_tokens_to_ids("<|video_pad|>") in context  # the crop's frames, mask 0
         assert "<tool_response>" in tokenizer.decode(context)
@@ -209,9 +154,7 @@ def test_tiny_model_generation_never_breaks_the_worker(tmp_path, tiny_model, exp
 
 def test_vision_markup_written_by_the_policy_is_cut(tmp_path, tiny_model, exported):
     cfg = make_config(tmp_path, tiny_model, exported)
-    from verl.utils import hf_tokenizer
-
-    server = ScriptedServer(hf_tokenizer(str(tiny_model)), ["<think>x</think><|vision_start|><|video_pad|> more"])
+    server = scripted(tiny_model, ["<think>x</think><|vision_start|><|video_pad|> more"])
     _, out = run_worker(cfg, server, n=1)
     record = out.non_tensor_batch["videoseek"][0]
     assert record["ended_by"] == "vision_token"
@@ -222,12 +165,10 @@ def test_vision_markup_written_by_the_policy_is_cut(tmp_path, tiny_model, export
 @pytest.mark.parametrize("preset,kind", [("tgrpo", "shuffle"), ("dmgrpo", "mask")])
 def test_group_presets_run_the_perturbed_group_inside_the_loop(tmp_path, tiny_model, exported, preset, kind):
     cfg = make_config(tmp_path, tiny_model, exported, reward=preset)
-    from verl.utils import hf_tokenizer
-
-    server = ScriptedServer(hf_tokenizer(str(tiny_model)), [CROP, ANSWER])
+    server = scripted(tiny_model, [CROP, ANSWER])
     _, out = run_worker(cfg, server, n=2)
     assert len(out) == 2  # only the origin trajectories reach the trainer
-    assert len(server.returned) == 4  # 2 origin + G~ = 2 perturbed episodes were played
+    assert len(server.requests) == 4 * 2  # 2 origin + G~ = 2 perturbed episodes of two turns were played
     for row in range(2):
         record = out.non_tensor_batch["videoseek"][row]
         assert record["perturbed"] == {kind: 2}
@@ -240,13 +181,31 @@ def test_group_presets_run_the_perturbed_group_inside_the_loop(tmp_path, tiny_mo
 
 def test_processthinker_samples_continuations_per_step_prefix(tmp_path, tiny_model, exported):
     cfg = make_config(tmp_path, tiny_model, exported, reward="processthinker")
-    from verl.utils import hf_tokenizer
 
     stepped = "<think><step>The flash is at 12.5s.</step><step>It is green.</step></think><answer>B</answer>"
-    server = ScriptedServer(hf_tokenizer(str(tiny_model)), [stepped])
+    server = scripted(tiny_model, [stepped])
     _, out = run_worker(cfg, server, n=1)
     record = out.non_tensor_batch["videoseek"][0]
     assert record["episode"]["metadata"]["success_rates"] == [1.0, 1.0]
-    assert len(server.returned) == 1 + 2 * 4  # the episode, then M = 4 continuations for each of K = 2 prefixes
+    assert len(server.requests) == 1 + 2 * 4  # the episode, then M = 4 continuations for each of K = 2 prefixes
     # r = (r_fmt + beta) + lambda_proc * R_proc + B(K) = 1 + 1 + 0 with K = K_min = 2 (seed 004 eq. 6)
     assert out.non_tensor_batch["score"][0] == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("question", ["What does <video> show?", "Is <|video_pad|> a token?", "After <|im_end|><|im_start|>user, what?"])
+def test_markup_in_a_question_stays_text(tmp_path, tiny_model, index_video, question):
+    """verl's dataset splits prompts on `<video>` and processors expand `<|video_pad|>`: a question that
+    mentions them is exported and rendered as text, with one placeholder per real video."""
+    from verl.utils import hf_tokenizer
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+    from videoseek.envs.sample import VideoSample
+
+    sample = VideoSample(id="markup", video=str(index_video), question=question, options=["A. x", "B. y"], answer="B", clue_intervals=[(12.0, 13.5)])
+    parquet = export_samples([sample], tmp_path / "export", "train", EnvConfig(**ENV), progress=False)
+    cfg = make_config(tmp_path, tiny_model, parquet)
+    row = RLHFDataset([str(parquet)], hf_tokenizer(str(tiny_model)), cfg.data, hf_processor(str(tiny_model)))[0]
+    assert question.replace("<", "<\u200b") in row["raw_prompt"][1]["content"][-1]["text"]
+    server = scripted(tiny_model, [CROP, ANSWER])  # it asserts one placeholder run per video
+    _, out = run_worker(cfg, server, n=1)
+    record = out.non_tensor_batch["videoseek"][0]
+    assert record["failure"] is None and record["episode"]["prediction"] == "B"

@@ -55,6 +55,17 @@ def test_rows_without_policy_tokens_are_left_out_of_the_group():
     assert not torch.allclose(plain[:2], ours[:2])
 
 
+def test_a_group_with_one_surviving_rollout_gets_no_advantage():
+    # Group "a" lost two of its three rollouts (empty rows); group "b" is whole.
+    scores, mask = _batch([2.5, 1.0, 1.0, 0.0, 1.0], [3, 0, 0, 2, 2])
+    index = np.array(["a", "a", "a", "b", "b"], dtype=object)
+    ours, _ = compute_videoseek_grpo_advantage(scores, mask, index)
+    assert torch.all(ours[:3] == 0)  # verl's grpo would give the lone rollout its raw reward
+    plain, _ = compute_grpo_outcome_advantage(scores[[0]], mask[[0]], index[[0]])
+    assert plain[0, 0] == pytest.approx(2.5)
+    assert ours[4, 0] > 0 > ours[3, 0]
+
+
 def test_std_normalisation_follows_the_algorithm_config():
     scores, mask = _batch([1.0, 0.0, 3.0], [2, 2, 2])
     index = np.array(["g", "g", "g"], dtype=object)

@@ -53,7 +53,7 @@ def data(tmp_path, index_sample):
 
 def test_dry_run_composes_validates_and_writes_the_config(tmp_path, tiny, data, capsys):
     out = tmp_path / "run"
-    assert run_csgrpo.main(["--dry-run", "--data", str(data), "--model", str(tiny), "--reward", "dmgrpo", "--out", str(out)]) == 0
+    assert run_csgrpo.main(["--dry-run", "--data", str(data), "--model", str(tiny), "--reward", "dmgrpo", "--out", str(out), "--batch-size", "1"]) == 0
     printed = capsys.readouterr().out
     assert printed.splitlines()[0].endswith("-m verl.trainer.main_ppo \\")
     cfg = yaml.safe_load((out / "verl_config.yaml").read_text())
@@ -61,24 +61,50 @@ def test_dry_run_composes_validates_and_writes_the_config(tmp_path, tiny, data, 
     assert cfg["actor_rollout_ref"]["rollout"]["name"] == "vllm"
     assert cfg["actor_rollout_ref"]["rollout"]["agent"]["default_agent_loop"] == "videoseek"
     assert cfg["reward"]["custom_reward_function"]["path"] == "pkg://videoseek.training.reward_fn"
+    assert cfg["trainer"]["use_v1"] is True and cfg["trainer"]["v1"]["sampler"]["sync_refill_failed_groups"] is True
     loop = yaml.safe_load((out / "agent_loop.yaml").read_text())
     assert loop[0]["_target_"] == "videoseek.training.agent_loop.VideoSeekAgentLoop" and loop[0]["videoseek"]["reward"]["preset"] == "dmgrpo"
     assert (out / "data" / "train.parquet").is_file() and "verl.trainer.main_ppo" in (out / "command.sh").read_text()
 
 
+@pytest.fixture(scope="module")
+def many(tmp_path_factory, index_video):
+    """Enough questions for one batch of the largest ready config (32) after the 10% validation split."""
+    from videoseek.envs.sample import VideoSample
+
+    base = VideoSample(id="q", video=str(index_video), question="Which colour flashes?", options=["A. red", "B. green"], answer="B", clue_intervals=[(12.0, 13.5)])
+    return write_jsonl([base.model_copy(update={"id": f"q{k}"}) for k in range(36)], tmp_path_factory.mktemp("many") / "samples.jsonl")
+
+
 @pytest.mark.parametrize("name", list_ready_configs())
-def test_ready_configs_pass_verls_validation(tmp_path, data, name):
-    assert run_csgrpo.main(["--dry-run", "--config", name, "--data", str(data), "--out", str(tmp_path / name)]) == 0
+def test_ready_configs_pass_verls_validation(tmp_path, many, name):
+    assert run_csgrpo.main(["--dry-run", "--config", name, "--data", str(many), "--out", str(tmp_path / name)]) == 0
     cfg = yaml.safe_load((tmp_path / name / "verl_config.yaml").read_text())
     assert cfg["trainer"]["n_gpus_per_node"] >= 1 and cfg["actor_rollout_ref"]["model"]["path"].startswith("Qwen/")
 
 
 def test_dry_run_rejects_an_unknown_verl_key(tmp_path, data, tiny, capsys):
-    argv = ["--dry-run", "--data", str(data), "--model", str(tiny), "--out", str(tmp_path / "bad"), "--override", "actor_rollout_ref.rollout.no_such_key=1"]
+    argv = ["--dry-run", "--data", str(data), "--model", str(tiny), "--out", str(tmp_path / "bad"), "--batch-size", "1", "--override", "actor_rollout_ref.rollout.no_such_key=1"]
     assert run_csgrpo.main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no_such_key" in err[0]  # one line, before any export work
     assert not (tmp_path / "bad" / "data").exists()
+
+
+def test_dry_run_refuses_fewer_rows_than_one_batch(tmp_path, data, tiny, capsys):
+    argv = ["--dry-run", "--data", str(data), "--model", str(tiny), "--out", str(tmp_path / "small"), "--batch-size", "4"]
+    assert run_csgrpo.main(argv) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("run_csgrpo: error")]
+    assert len(err) == 1 and "1 rows, fewer than data.train_batch_size=4" in err[0]
+
+
+@pytest.mark.parametrize("preset,refused", [("dmgrpo", True), ("tgrpo", True), ("csgrpo", False)])
+def test_legacy_trainer_is_refused_for_group_presets(tmp_path, data, tiny, capsys, preset, refused):
+    argv = ["--dry-run", "--data", str(data), "--model", str(tiny), "--out", str(tmp_path / preset), "--reward", preset, "--batch-size", "1"]
+    assert run_csgrpo.main([*argv, "--override", "trainer.use_v1=false"]) == (2 if refused else 0)
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("run_csgrpo: error")]
+    if refused:
+        assert len(err) == 1 and "trainer.use_v1=false" in err[0] and preset in err[0]
 
 
 def test_local_backend_two_steps_change_the_parameters(tmp_path, tiny, data, one_thread):

@@ -59,11 +59,13 @@ from videoseek.agents.prompting import (
     initial_messages,
     tool_message,
 )
+from videoseek.envs.actions import Invalid
 from videoseek.envs.env import EnvConfig, VideoSeekEnv
 from videoseek.envs.sample import VideoSample
 from videoseek.rewards import EpisodeSummary, RewardConfig
 from videoseek.rewards.process_thinker import parse_step_response
 from videoseek.training.group import GroupCoordinator
+from videoseek.training.positions import align_positions
 from videoseek.training.records import (
     AGENT_NAME,
     EXTRA_KEY,
@@ -72,6 +74,10 @@ from videoseek.training.records import (
 )
 
 logger = logging.getLogger(__name__)
+
+
+class GenerationError(RuntimeError):
+    """The rollout server failed to produce a turn (the episode ends as a failure)."""
 
 
 class LoopOptions(BaseModel):
@@ -95,7 +101,7 @@ class EpisodeResult:
     prompt_ids: list[int]
     response_ids: list[int]
     response_mask: list[int]
-    response_logprobs: list[float]
+    response_logprobs: list[float] | None  # None when the server sent none for some turn: verl recomputes
     videos: list[Any]
     messages: list[Message]
     summary: EpisodeSummary
@@ -105,12 +111,31 @@ class EpisodeResult:
     ended_by: str  # "env" (answer or turn limit), "budget" (response length), "vision_token", "failure"
     failure: str | None = None
     metrics: dict[str, float] = field(default_factory=dict)
+    server_fields: dict[str, Any] = field(default_factory=dict)  # the server outputs' extra_fields, merged
 
 
-def _aligned_logprobs(logprobs: list[float] | None, n: int) -> list[float]:
-    """The server's log-probs for the first `n` tokens (0.0 where it sent none)."""
-    lp = [float(x) for x in (logprobs or [])][:n]
-    return lp + [0.0] * (n - len(lp))
+# Per-turn counters verl's servers report in `extra_fields` and verl's ToolAgentLoop sums over turns.
+SUMMED_SERVER_FIELDS = ("spec_num_draft_tokens", "spec_num_accepted_tokens", "spec_num_verify_steps")
+
+
+def merge_server_fields(merged: dict[str, Any], new: Mapping[str, Any]) -> None:
+    """Fold one turn's `TokenOutput.extra_fields` into the episode's, as verl's `ToolAgentLoop` does
+    (tool_agent_loop.py ~261-270): the first turn's fields, then the latest weights version
+    (`max_global_steps`, the larger of the two) and summed speculative-decoding counters.
+
+    verl's v1 worker copies `min_global_steps` / `max_global_steps` into each trajectory's tags and
+    the trainer reads them as ints (off-policy staleness metrics), so they must survive the loop.
+    """
+    if not merged:
+        merged.update(new)
+        return
+    latest = new.get("max_global_steps")
+    if latest is not None:
+        current = merged.get("max_global_steps")
+        merged["max_global_steps"] = latest if current is None else max(current, latest)
+    for key in SUMMED_SERVER_FIELDS:
+        if key in new and key in merged:
+            merged[key] = int(merged[key]) + int(new[key])
 
 
 _RENDERERS: dict[tuple, ConversationRenderer] = {}
@@ -142,6 +167,11 @@ class VideoSeekAgentLoop(AgentLoopBase):
         if self.processor is None:
             raise ValueError("VideoSeekAgentLoop needs a vision-language model with a processor (Qwen2.5-VL / Qwen3-VL)")
         self.renderer = shared_renderer(self.processor, self.options.min_pixels, self.options.max_pixels)
+        # verl computes the trajectory's M-RoPE positions with this (the worker's) processor: make
+        # them the ones vLLM samples with, real clip rates included (positions.py).
+        align_positions(self.processor)
+        # Frames reach vLLM raw: resize them there exactly as the training processor does.
+        self.mm_processor_kwargs = dict(self.renderer.vision_kwargs) or None
         self.end_of_turn_id = self.renderer.end_of_turn_id
         # Vision markup the policy must not write: each needs frames the conversation does not have,
         # and verl's post-processing would fail to align features. A turn is cut before such a token.
@@ -186,6 +216,7 @@ class VideoSeekAgentLoop(AgentLoopBase):
                 self.groups.leave(group, session)
             raise
 
+        self._fill_weight_versions(result.server_fields, kwargs.get("global_steps"))
         record = self._record(sample, result)
         if group is not None:
             if result.failure is not None:
@@ -199,6 +230,26 @@ class VideoSeekAgentLoop(AgentLoopBase):
                 record["group_reward"] = float(total)
                 record["group_components"] = {k: float(v) for k, v in components.items()}
         return self._output(result, record)
+
+    # The weights version (`global_steps`) the servers of this worker process reported last.
+    last_weights_version: int | None = None
+
+    def _fill_weight_versions(self, fields: dict[str, Any], prompt_step: Any) -> None:
+        """Make sure `min/max_global_steps` are set: verl's v1 trainer reads them as ints from every trajectory.
+
+        They come from the server with each turn; an episode whose server failed before answering
+        has none, and gets the version the servers last reported here (else the step before the
+        prompt's, the weights a synchronous trainer samples with).
+        """
+        version = fields.get("max_global_steps", fields.get("global_steps"))
+        if version is not None:
+            type(self).last_weights_version = version
+        elif self.last_weights_version is not None:
+            version = self.last_weights_version
+        else:
+            version = max(int(prompt_step) - 1, 0) if isinstance(prompt_step, (int, float)) else 0
+        fields.setdefault("min_global_steps", version)
+        fields.setdefault("max_global_steps", version)
 
     # ---- one episode -------------------------------------------------------------------------
     async def _episode(
@@ -220,7 +271,8 @@ class VideoSeekAgentLoop(AgentLoopBase):
         ids = list(prompt_ids)
         videos = list(rendered["multi_modal_data"].get("video", []))
         mask: list[int] = []
-        logprobs: list[float] = []
+        logprobs: list[float] | None = []  # None once a turn comes without them
+        server_fields: dict[str, Any] = {}
         metrics = {"generate_sequences": 0.0, "tool_calls": 0.0}
         turns, tool_turns, ended_by, failure = 0, 0, "env", None
         request_id = uuid4().hex
@@ -231,23 +283,27 @@ class VideoSeekAgentLoop(AgentLoopBase):
                     ended_by = "budget"
                     break
                 t0 = time.perf_counter()
-                out = await self.server_manager.generate(
-                    request_id=request_id, prompt_ids=list(ids), sampling_params=self._turn_params(sampling_params, budget), video_data=videos or None
-                )
+                out = await self._generate(request_id, ids, self._turn_params(sampling_params, budget), videos)
                 metrics["generate_sequences"] += time.perf_counter() - t0
+                merge_server_fields(server_fields, out.extra_fields or {})
                 generated, cut = self._policy_tokens(out.token_ids, budget)
                 content = generated[:-1] if generated and generated[-1] == self.end_of_turn_id else generated
                 text = self.tokenizer.decode(content, skip_special_tokens=False, clean_up_tokenization_spaces=False)
                 messages.append(assistant_message(text, generated))
                 ids += generated
                 mask += [1] * len(generated)
-                logprobs += _aligned_logprobs(out.log_probs, len(generated))
+                if logprobs is not None and out.log_probs is not None and len(out.log_probs) >= len(generated):
+                    logprobs += [float(x) for x in out.log_probs[: len(generated)]]
+                else:
+                    logprobs = None
                 turns += 1
 
                 t0 = time.perf_counter()
-                obs, _, terminated, truncated, _ = await loop.run_in_executor(None, lambda text=text: env.step(text))
+                # A turn cut before vision markup is an invalid turn: it costs a turn and counts for the penalties.
+                action = Invalid("the policy wrote vision markup (<|vision_start|>, <|video_pad|>, ...)") if cut else text
+                obs, _, terminated, truncated, _ = await loop.run_in_executor(None, lambda action=action: env.step(action))
                 if terminated or truncated or cut:
-                    ended_by = "env" if terminated or truncated else "vision_token"
+                    ended_by = "vision_token" if cut else "env"
                     metrics["tool_calls"] += time.perf_counter() - t0
                     break
                 messages.append(tool_message(obs))
@@ -264,10 +320,11 @@ class VideoSeekAgentLoop(AgentLoopBase):
                     break
                 ids += delta
                 mask += [0] * len(delta)
-                logprobs += [0.0] * len(delta)
+                if logprobs is not None:
+                    logprobs += [0.0] * len(delta)  # tool tokens: masked, never read
                 videos = list(rendered["multi_modal_data"].get("video", []))
                 tool_turns += 1
-        except (TemplateError, OSError, RuntimeError, ValueError) as exc:
+        except (GenerationError, TemplateError, OSError, RuntimeError, ValueError) as exc:
             failure = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
             logger.warning("videoseek episode %s failed: %s", episode_id, failure)
             ended_by, mask = "failure", [0] * len(mask)
@@ -289,7 +346,21 @@ class VideoSeekAgentLoop(AgentLoopBase):
             ended_by=ended_by,
             failure=failure,
             metrics=metrics,
+            server_fields=server_fields,
         )
+
+    async def _generate(self, request_id: str, prompt_ids: list[int], params: dict[str, Any], videos: list[Any]) -> Any:
+        """One turn from verl's server manager; any server error becomes a `GenerationError`."""
+        try:
+            return await self.server_manager.generate(
+                request_id=request_id,
+                prompt_ids=list(prompt_ids),
+                sampling_params=params,
+                video_data=videos or None,
+                mm_processor_kwargs=self.mm_processor_kwargs,
+            )
+        except Exception as exc:  # noqa: BLE001 - the server's failure ends this episode, not the group
+            raise GenerationError(f"generate failed: {type(exc).__name__}: {exc}") from exc
 
     def _turn_params(self, sampling_params: dict[str, Any], budget: int) -> dict[str, Any]:
         """verl's sampling params for one turn: capped by the turn limit and the response budget."""
@@ -353,14 +424,19 @@ class VideoSeekAgentLoop(AgentLoopBase):
             prefix_text = messages[k].text[:end]
             prefix_ids = self.tokenizer(prefix_text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
             prompt = rendered["input_ids"][0].tolist() + list(prefix_ids)
-            videos = list(rendered["multi_modal_data"].get("video", [])) or None
+            videos = list(rendered["multi_modal_data"].get("video", []))
             params = self._turn_params(sampling_params, self.options.max_turn_tokens)
             outs = await asyncio.gather(
                 *[
-                    self.server_manager.generate(request_id=uuid4().hex, prompt_ids=prompt, sampling_params=params, video_data=videos)
+                    self._generate(uuid4().hex, prompt, params, videos)
                     for _ in range(p.num_continuations)
-                ]
+                ],
+                return_exceptions=True,
             )
+            outs = [o for o in outs if not isinstance(o, BaseException)]  # a failed sample is no evidence either way
+            if not outs:
+                logger.warning("videoseek: every continuation of sample %s failed; no process reward for this episode", sample.id)
+                return None
             wins = 0
             for out in outs:
                 generated, _ = self._policy_tokens(out.token_ids, self.options.max_turn_tokens)
@@ -368,7 +444,7 @@ class VideoSeekAgentLoop(AgentLoopBase):
                     [t for t in generated if t != self.end_of_turn_id], skip_special_tokens=False, clean_up_tokenization_spaces=False
                 )
                 wins += continuation_succeeds(sample, text, self.options.reward.correct_threshold)
-            rates.append(wins / p.num_continuations)
+            rates.append(wins / len(outs))
         return rates
 
     async def _score_group(
@@ -413,15 +489,23 @@ class VideoSeekAgentLoop(AgentLoopBase):
         }
 
     def _output(self, result: EpisodeResult, record: dict[str, Any]) -> AgentLoopOutput:
+        response_ids, response_mask, logprobs = result.response_ids, result.response_mask, result.response_logprobs
+        if not response_ids:
+            # No token was kept (vision markup first, or the server failed at once). verl's
+            # post-processing puts the reward on the last response token (`rm_scores[-1]`), so an
+            # empty response would raise and lose the whole group: keep one masked end-of-turn.
+            response_ids, response_mask = [self.end_of_turn_id], [0]
+            logprobs = [0.0] if logprobs is not None else None
         multi_modal_data = {"videos": result.videos} if result.videos else {}
         return AgentLoopOutput(
             prompt_ids=result.prompt_ids,
-            response_ids=result.response_ids,
-            response_mask=result.response_mask,
-            response_logprobs=result.response_logprobs if result.response_ids else None,
+            response_ids=response_ids,
+            response_mask=response_mask,
+            response_logprobs=logprobs,
             multi_modal_data=multi_modal_data,
             mm_processor_kwargs=dict(self.renderer.vision_kwargs),
             num_turns=1 + result.turns + result.tool_turns,  # user, assistant and tool turns, as verl counts
             metrics=AgentLoopMetrics(**result.metrics),
-            extra_fields={EXTRA_KEY: record},
+            # The server's fields (min/max_global_steps, ...) as verl's own loops carry them, plus ours.
+            extra_fields={**result.server_fields, EXTRA_KEY: record},
         )

@@ -9,7 +9,9 @@ Rows whose `response_mask` is all zero carry no model token the policy could be 
 for: an episode the environment could not run (a crash recorded by the agent loop) or, in the
 alternative "enlarged group" layout, a perturbed session that is only there to be compared
 against. Those rows are left out of the group statistics and get advantage 0, so a failure never
-shifts the baseline of the episodes that did run. With no such rows the result equals verl's
+shifts the baseline of the episodes that did run. A group left with a single rollout has no
+baseline: its advantage is 0 (verl's `grpo` would hand it its raw reward, mean 0 and std 1 for
+a group of one, pushing up whatever that lone rollout did). Otherwise the result equals verl's
 `grpo` estimator exactly (a test checks this).
 
 `norm_adv_by_std_in_grpo` is read from the algorithm config because verl passes custom
@@ -53,7 +55,7 @@ def compute_videoseek_grpo_advantage(
     config: Any = None,
     **unused: Any,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """GRPO advantages over the rows that hold policy tokens; zero for the others.
+    """GRPO advantages over the rows that hold policy tokens; zero for the others and for groups of one.
 
     Args:
         token_level_rewards: (bs, response_length) rewards; a row's sum is its episode reward.
@@ -79,6 +81,8 @@ def compute_videoseek_grpo_advantage(
             epsilon=epsilon,
             norm_adv_by_std_in_grpo=norm,
         )
+        _, inverse, counts = np.unique(kept_index.astype(str), return_inverse=True, return_counts=True)
+        adv[torch.as_tensor(counts[inverse] == 1)] = 0.0  # a group of one: no baseline, no signal
         advantages[rows] = adv.to(advantages.dtype)
     return advantages, advantages
 

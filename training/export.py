@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 from videoseek.agents.policy import Message
-from videoseek.agents.prompting import frames_content, initial_messages
+from videoseek.agents.prompting import ZERO_WIDTH_SPACE, frames_content, initial_messages
 from videoseek.envs.env import EnvConfig, VideoSeekEnv
 from videoseek.envs.sample import DataError, VideoSample, iter_jsonl
 from videoseek.training.records import AGENT_NAME, sample_to_json
@@ -62,6 +62,21 @@ def video_entry(paths: list[str], timestamps: np.ndarray, duration: float, max_p
     return entry
 
 
+# verl's RLHFDataset splits prompt text on these, whatever wrote them.
+VERL_MEDIA_MARKERS = ("<image>", "<video>", "<audio>")
+
+
+def defang_for_verl(text: str) -> str:
+    """`text` with verl's media markers and Qwen's special-token spellings (`<|video_pad|>`, ...)
+    broken by a zero-width space, so a question that mentions them stays text: `<video>` would ask
+    verl's dataset for a second video (AssertionError) and `<|video_pad|>` would reach a processor as
+    a placeholder without frames. The agent loop renders from the sample itself (the renderer
+    defangs special tokens the same way), so this only changes verl's `raw_prompt`."""
+    for marker in VERL_MEDIA_MARKERS:
+        text = text.replace(marker, marker[0] + ZERO_WIDTH_SPACE + marker[1:])
+    return text.replace("<|", "<" + ZERO_WIDTH_SPACE + "|")
+
+
 def placeholder_prompt(messages: list[Message], video_token: str = "<video>") -> list[dict[str, str]]:
     """Messages as verl's text prompt: frames become `video_token` where the renderer puts the video.
 
@@ -70,12 +85,13 @@ def placeholder_prompt(messages: list[Message], video_token: str = "<video>") ->
     """
     out = []
     for m in messages:
+        text = defang_for_verl(m.text)
         if m.num_frames:
             items = frames_content(np.asarray(m.timestamps), "video")
             frames = "".join(item["text"] if item["type"] == "text" else video_token for item in items)
-            content = frames + "\n" + m.text if m.role == "user" else m.text + "\n" + frames
+            content = frames + "\n" + text if m.role == "user" else text + "\n" + frames
         else:
-            content = m.text
+            content = text
         out.append({"role": m.role, "content": content})
     return out
 

@@ -1,83 +1,210 @@
 #!/usr/bin/env bash
-# GPU smoke run of the local GRPO backend: a few steps of the tiny offline Qwen2.5-VL on CUDA
-# (synthetic videos, the PRR preset so that random rollouts differ in reward and the gradient is
-# not zero), then one line per step: reward, loss, KL, grad norm, step time, peak GPU memory.
+# The one script to run on a GPU machine: does the verl backend work there, and do training and
+# sampling see the same tokens at the same positions? One PASS / FAIL line per check, a summary
+# line, exit status 1 if any check failed.
 #
-# The device machine has Python 3.12 with torch, transformers, numpy, pandas, PIL and pyyaml, and
-# no network. The other packages travel as wheels in .whl/ (about 42 MB, under the 64 MiB a call
-# may carry). Prepare them here once (needs PyPI), then run there from the repository root:
+#   (0) install  a Python that imports vllm and verl: $PYTHON (default python3) if it does, else a
+#                venv ($VENV, default .venv-gpu) with `pip install 'verl[vllm]==0.9.1'`, this
+#                package's light deps and `pip install --no-deps -e .` (needs PyPI; minutes).
+#                A failed install prints `FAIL install: <reason>` and stops: no half-run checks.
+#   (a) probe    `python training/gpu_probe.py` on the tiny offline Qwen2.5-VL: verl's re-encoded
+#                vision inputs and M-RoPE position ids against the HF model's, against the rule
+#                vLLM samples with, and vLLM's prompt log-probs against an fp32 HF forward of
+#                the same tokens and frames (see its docstring).
+#   (b) train    two GRPO steps of `python training/run_csgrpo.py --backend verl` with the tiny
+#                model on one GPU (vLLM rollouts, the VideoSeek agent loop, FSDP actor); PASS when
+#                it exits 0 and verl's console logger printed `step:1` and `step:2`.
 #
-#     bash training/gpu_smoke.sh --download        # here: fills .whl/ (add /.whl/ to .git/info/exclude)
-#     bash training/gpu_smoke.sh                   # there, with `.whl` carried; STEPS=4 REWARD=prr by default
+# Run from anywhere, on a machine with one CUDA GPU:
 #
-# Ray's wheel (79 MB) does not fit. The local backend never starts Ray, but verl's package imports
-# it at module level (`verl/protocol.py`), so when `import ray` fails this script puts a stand-in
-# module on the path that only satisfies that import; verl's entry-point plugins are switched off
-# (VERL_USE_EXTERNAL_PLUGINS=none) because the agent loop they would import needs the real Ray.
+#     bash training/gpu_smoke.sh                                   # OUT=/tmp/videoseek-gpu-smoke
+#     PYTHON=/path/to/env/bin/python bash training/gpu_smoke.sh    # an env that has vLLM + verl
+#     VENV=/scratch/venv OUT=/scratch/smoke bash training/gpu_smoke.sh
+#     DRY_RUN=1 PYTHON=.venv/bin/python bash training/gpu_smoke.sh  # CPU: probe without vLLM, train --dry-run
+#
+# The checks take under 8 minutes on an H200 (each stage runs under `timeout`: PROBE_TIMEOUT=180,
+# TRAIN_TIMEOUT=300 seconds); step (0), when it has to install, is not counted. Logs and results
+# go to $OUT (probe.log, probe/probe.json, train.log, run/).
+#
+# The device machine lent in this workplace has no network: step (0) cannot install there. Run
+# the script on a machine with PyPI access, or give it a prepared environment (PYTHON=..., or a
+# VENV that already imports vllm and verl; `pip install 'verl[vllm]==0.9.1'` then
+# `pip install --no-deps -e .` in it, on a machine of the same kind with network).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+REPO=$PWD
 
-WHEELS=(
-  verl==0.9.1 tensordict==0.10.0 orjson==3.13.0 pyvers==0.2.3 importlib_metadata==10.2.0 codetiming==1.4.0
-  omegaconf==2.3.1 hydra-core==1.3.8 dill==0.4.1 gymnasium==1.4.0 farama-notifications==0.0.6
-  pydantic==2.14.4 pydantic_core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5
-  nltk==3.10.4 defusedxml==0.7.1 pysbd==0.3.4 av==18.1.0
-)
+OUT=${OUT:-/tmp/videoseek-gpu-smoke}
+VENV=${VENV:-.venv-gpu}
+PROBE_TIMEOUT=${PROBE_TIMEOUT:-180}
+TRAIN_TIMEOUT=${TRAIN_TIMEOUT:-300}
+DRY_RUN=${DRY_RUN:-0}
+LIGHT_DEPS=(gymnasium pydantic decord av pillow rich tqdm nltk pysbd qwen-vl-utils==0.0.14)
+mkdir -p "$OUT"
 
-if [[ "${1:-}" == "--download" ]]; then
-  mkdir -p .whl
-  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-    --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-    -d .whl "${WHEELS[@]}"
-  # antlr4-python3-runtime 4.9.3 (hydra's pin) is published as a source archive only: build its pure-Python wheel.
-  python3 -m pip wheel -q --no-deps -w .whl antlr4-python3-runtime==4.9.3
-  du -sh .whl
-  exit 0
-fi
+RESULTS=()
+result() {  # result STATUS NAME MESSAGE: one line now, one entry for the summary
+  echo "$1 $2: $3"
+  RESULTS+=("$1 $2")
+}
+summary() {
+  local pass=0 fail=0 skip=0 failed=()
+  for r in "${RESULTS[@]}"; do
+    case "$r" in
+      PASS*) pass=$((pass + 1)) ;;
+      FAIL*) fail=$((fail + 1)); failed+=("${r#FAIL }") ;;
+      *) skip=$((skip + 1)) ;;
+    esac
+  done
+  echo "SUMMARY: $pass passed, $fail failed, $skip skipped${failed:+ (failed: ${failed[*]})} — logs in $OUT"
+  [[ $fail -eq 0 ]]
+}
 
+# ---- (0) a Python with vLLM and verl ------------------------------------------------------------
+needs="import vllm, verl"
+[[ "$DRY_RUN" == 1 ]] && needs="import verl"  # the CPU rehearsal needs no vLLM
 PY=${PYTHON:-python3}
-SITE=${SITE:-/tmp/videoseek-site}
-RUN=${OUT:-/tmp/videoseek-gpu-smoke}
-mkdir -p "$SITE" "$RUN"
-if compgen -G ".whl/*.whl" >/dev/null; then
-  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .whl/*.whl
+install_fail() {
+  result FAIL install "$1"
+  summary || true
+  exit 1
+}
+if ! "$PY" -c "$needs" >/dev/null 2>&1; then
+  if [[ -x "$VENV/bin/python" ]] && "$VENV/bin/python" -c "$needs" >/dev/null 2>&1; then
+    echo "using $VENV ($PY cannot \`$needs\`)"
+  else
+    echo "$PY cannot \`$needs\`: installing verl[vllm]==0.9.1 into $VENV (needs PyPI; log: $OUT/install.log)"
+    "$PY" -m venv "$VENV" >>"$OUT/install.log" 2>&1 || install_fail "cannot create the venv $VENV with $PY (see $OUT/install.log)"
+    # pip's last line names the reason (no network, no matching distribution, a conflict).
+    pip_install() {
+      "$VENV/bin/python" -m pip install "$@" >>"$OUT/install.log" 2>&1 ||
+        install_fail "pip install $* ($(grep -E 'ERROR|Error' "$OUT/install.log" | tail -1 | cut -c1-200))"
+    }
+    pip_install --upgrade pip
+    pip_install 'verl[vllm]==0.9.1'
+    pip_install "${LIGHT_DEPS[@]}"
+    pip_install --no-deps -e .
+  fi
+  PY=$VENV/bin/python
 fi
-$PY -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --upgrade --target "$SITE" .
-export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 VERL_USE_EXTERNAL_PLUGINS=none
-if ! $PY -c "import ray" 2>/dev/null; then
-  mkdir -p /tmp/videoseek-ray/ray
-  cat >/tmp/videoseek-ray/ray/__init__.py <<'EOF'
-"""Stand-in for Ray on a machine without it: satisfies `import ray` in verl; any use is a no-op object."""
-class _Unused:
-    def __init__(self, name): self._name = name
-    def __getattr__(self, key): return _Unused(f"{self._name}.{key}")
-    def __call__(self, *args, **kwargs): return args[0] if len(args) == 1 and callable(args[0]) and not kwargs else _Unused(self._name)
-def __getattr__(name): return _Unused("ray." + name)
+# This checkout's package in that Python (an editable install of another checkout would test other code).
+where=$("$PY" -c "import videoseek.agents.prompting as m; print(m.__file__)" 2>/dev/null || true)
+if [[ "$where" != "$REPO/agents/prompting.py" ]]; then
+  echo "installing this checkout into $PY (videoseek was ${where:-not importable})"
+  "$PY" -m pip install -q --no-deps --no-build-isolation -e . >>"$OUT/install.log" 2>&1 ||
+    "$PY" -m pip install -q --no-deps -e . >>"$OUT/install.log" 2>&1 ||
+    install_fail "pip install --no-deps -e . into $PY (see $OUT/install.log)"
+fi
+missing=$("$PY" - <<'EOF'
+import importlib.util
+mods = ("gymnasium", "pydantic", "av", "PIL", "rich", "tqdm", "nltk", "pysbd", "transformers", "torch", "ray", "hydra", "pandas", "pyarrow")
+print(" ".join(m for m in mods if importlib.util.find_spec(m) is None))
 EOF
-  export PYTHONPATH="$PYTHONPATH:/tmp/videoseek-ray"
+)
+if [[ -n "$missing" ]]; then
+  "$PY" -m pip install -q "${LIGHT_DEPS[@]}" >>"$OUT/install.log" 2>&1 || install_fail "$PY lacks: $missing (and pip could not install them)"
+fi
+versions=$("$PY" -c "
+import importlib, importlib.util as iu
+print(' '.join(f'{p} {importlib.import_module(p).__version__}' for p in ('torch', 'transformers', 'vllm', 'verl') if iu.find_spec(p)))
+" 2>&1) || install_fail "$PY cannot report its package versions: $versions"
+result PASS install "$PY: $versions"
+
+# No hub or telemetry access at run time: the tiny model is built locally.
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
+export WANDB_MODE=disabled PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+
+if [[ "$DRY_RUN" != 1 ]]; then
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || true
+  if ! cuda=$("$PY" -c "import torch; assert torch.cuda.is_available(), 'torch.cuda.is_available() is False'; print(torch.cuda.get_device_name(0))" 2>&1); then
+    result FAIL cuda "${cuda##*$'\n'}"
+    result SKIP probe "no CUDA device"
+    result SKIP train "no CUDA device"
+    summary
+    exit 1
+  fi
+  result PASS cuda "$cuda"
 fi
 
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
-$PY -c "import torch, transformers; assert torch.cuda.is_available(), 'no CUDA device'; print('torch', torch.__version__, 'transformers', transformers.__version__, torch.cuda.get_device_name(0))"
+# run_stage NAME TIMEOUT LOG COMMAND...: the exit status, 124 on timeout. SIGINT first, so Python
+# unwinds (Ray shuts its local cluster down, vLLM its engine), then KILL 30 s later.
+run_stage() {
+  local name=$1 limit=$2 log=$3 rc=0
+  shift 3
+  echo "---- $name (timeout ${limit}s, log $log)"
+  timeout -s INT -k 30 "$limit" "$@" >"$log" 2>&1 || rc=$?
+  return $rc
+}
 
-cat >"$RUN/smoke.yaml" <<'EOF'
-group_size: 4
+# ---- (a) the probe ------------------------------------------------------------------------------
+probe_args=(--out "$OUT/probe")
+[[ "$DRY_RUN" == 1 ]] || probe_args+=(--require-vllm)
+rc=0
+run_stage probe "$PROBE_TIMEOUT" "$OUT/probe.log" "$PY" training/gpu_probe.py "${probe_args[@]}" || rc=$?
+while read -r status name rest; do
+  result "$status" "probe/${name%:}" "$rest"
+done < <(grep -E '^(PASS|FAIL|SKIP) [a-z-]+:' "$OUT/probe.log" || true)
+grep -E '^note:' "$OUT/probe.log" || true
+if [[ $rc -eq 124 || $rc -eq 137 ]]; then
+  result FAIL probe "timed out after ${PROBE_TIMEOUT}s (tail of $OUT/probe.log below)"
+  tail -n 15 "$OUT/probe.log"
+elif [[ $rc -ne 0 ]] && ! grep -qE '^FAIL ' "$OUT/probe.log"; then
+  result FAIL probe "exit status $rc without a check result (tail of $OUT/probe.log below)"
+  tail -n 15 "$OUT/probe.log"
+fi
+
+# ---- (b) two GRPO steps of the verl backend -------------------------------------------------------
+# Small lengths and budgets: 4 initial frames, 4 per crop, 112x112 pixels, 3 turns, 48 tokens a turn.
+cat >"$OUT/smoke.yaml" <<'EOF'
+group_size: 2
 batch_size: 2
-max_turn_tokens: 64
-env: {initial_frames: 4, frames_per_call: 4, max_turns: 3, max_total_frames: 16, max_pixels: 12544, video_backend: pyav}
+max_turn_tokens: 48
+prompt_length: 2048
+response_length: 512
+env: {initial_frames: 4, frames_per_call: 4, max_turns: 3, max_total_frames: 12, max_pixels: 12544, video_backend: pyav}
 EOF
-$PY training/run_csgrpo.py --backend local --device cuda --steps "${STEPS:-4}" --reward "${REWARD:-prr}" \
-  --synthetic-n 4 --config "$RUN/smoke.yaml" --out "$RUN/run"
+overrides=(
+  actor_rollout_ref.rollout.agent.num_workers=1      # one agent-loop worker
+  actor_rollout_ref.rollout.gpu_memory_utilization=0.3
+  trainer.save_freq=-1                               # no checkpoint
+)
+# verl defaults the actor to flash_attention_2 and, with remove-padding, to flash-attn's varlen
+# kernels; verl[vllm] does not install flash-attn. Without it: padded batches and SDPA.
+if ! "$PY" -c "import flash_attn" >/dev/null 2>&1; then
+  echo "flash-attn is not installed: the actor runs with SDPA and use_remove_padding=false"
+  overrides+=(actor_rollout_ref.model.use_remove_padding=false +actor_rollout_ref.model.override_config.attn_implementation=sdpa)
+fi
+train_args=(--backend verl --steps 2 --synthetic-n 8 --batch-size 2 --group-size 2 --config "$OUT/smoke.yaml" --out "$OUT/run")
+for o in "${overrides[@]}"; do
+  train_args+=(--override "$o")
+done
+[[ "$DRY_RUN" == 1 ]] && train_args+=(--dry-run)
+rm -rf "$OUT/run"
+rc=0
+run_stage train "$TRAIN_TIMEOUT" "$OUT/train.log" "$PY" training/run_csgrpo.py "${train_args[@]}" || rc=$?
+# verl's console logger (verl/utils/logger/aggregate_logger.py `concat_dict_to_str`) prints one line
+# per step, `step:N - key:value - ...`, with `training/global_step:N` among the keys; Ray prefixes
+# the TaskRunner's lines with `(TaskRunner pid=...) `.
+steps=()
+for n in 1 2; do
+  grep -qE "(^|[ )])step:$n - .*training/global_step:$n( |$)" "$OUT/train.log" && steps+=("$n")
+done
+if [[ "$DRY_RUN" == 1 ]]; then
+  if [[ $rc -eq 0 ]] && grep -q "verl config valid" "$OUT/train.log"; then
+    result PASS train "--dry-run: the overrides compose and validate ($OUT/run/verl_config.yaml)"
+  else
+    result FAIL train "--dry-run exited $rc: $(grep -E 'error|Error' "$OUT/train.log" | tail -1 | cut -c1-300)"
+  fi
+elif [[ $rc -eq 0 && ${#steps[@]} -eq 2 ]]; then
+  line=$(grep -E "(^|[ )])step:2 - " "$OUT/train.log" | tail -1)
+  pick() { grep -oE "(^| )$1:[^ ]+" <<<"$line" | head -1 | tr -d ' '; }
+  result PASS train "2 GRPO steps ($(pick critic/score/mean) $(pick actor/pg_loss) $(pick actor/grad_norm) $(pick timing_s/step))"
+else
+  why="exit status $rc"
+  [[ $rc -eq 124 || $rc -eq 137 ]] && why="timed out after ${TRAIN_TIMEOUT}s"
+  result FAIL train "$why; steps logged: ${steps[*]:-none} (tail of $OUT/train.log below)"
+  grep -E "Error|error:" "$OUT/train.log" | grep -v "^ *File" | tail -n 5 || true
+  tail -n 15 "$OUT/train.log"
+fi
 
-$PY - "$RUN/run/metrics.jsonl" <<'EOF'
-import json, math, sys
-rows = [json.loads(line) for line in open(sys.argv[1])]
-keys = ("reward", "accuracy", "loss", "kl", "grad_norm", "policy_tokens", "time/step_s", "gpu/max_memory_gb")
-print("step " + " ".join(f"{k:>16}" for k in keys))
-for r in rows:
-    print(f"{r['step']:4d} " + " ".join(f"{r.get(k, float('nan')):16.5g}" for k in keys))
-finite = all(math.isfinite(r[k]) for r in rows for k in ("loss", "kl", "grad_norm"))
-moved = any(r["grad_norm"] > 0 for r in rows) and rows[-1]["kl"] > 0
-print("SMOKE", "OK" if finite and moved else "FAILED", f"(finite loss/KL/grad: {finite}; policy moved from the reference: {moved})")
-sys.exit(0 if finite and moved else 1)
-EOF
+summary

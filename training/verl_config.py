@@ -174,6 +174,10 @@ def verl_overrides(spec: TrainSpec, agent_loop_path: str | os.PathLike[str]) -> 
         "trainer.test_freq": -1,
         "trainer.save_freq": spec.steps,
         "trainer.critic_warmup": 0,
+        # v1 sync trainer: a prompt whose every session raised (e.g. its video stopped decoding at
+        # reset) has no trajectory, and verl's replay buffer raises RuntimeError for it unless failed
+        # groups are replaced by fresh prompts (verl then fetches prompts one at a time; docs/training.md).
+        "trainer.v1.sampler.sync_refill_failed_groups": True,
     }
     values.update(spec.overrides)
     return [format_override(k, v) for k, v in values.items()]
@@ -244,8 +248,15 @@ def validate(cfg, check_data: bool = True) -> list[str]:
         raise ConfigError(f"reward.custom_reward_function: {exc}") from None
 
     loop_path = cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path
-    if loop_path:
-        _validate_agent_loops(str(loop_path))
+    loop_options = _validate_agent_loops(str(loop_path)) if loop_path else []
+    if not cfg.trainer.get("use_v1", False):
+        for options in loop_options:
+            kinds = options.reward.group_kinds()
+            if kinds:
+                raise ConfigError(
+                    f"trainer.use_v1=false: verl's legacy AgentLoopManager splits a question's rollouts across workers, "
+                    f"but the {options.reward.preset} preset's group reward ({', '.join(kinds)}) needs the whole group in one; use the v1 trainer"
+                )
     if cfg.actor_rollout_ref.rollout.agent.default_agent_loop != AGENT_NAME:
         warnings.append(f"rollout.agent.default_agent_loop is {cfg.actor_rollout_ref.rollout.agent.default_agent_loop!r}")
 
@@ -253,6 +264,7 @@ def validate(cfg, check_data: bool = True) -> list[str]:
         for f in OmegaConf.to_container(cfg.data[key]) if not isinstance(cfg.data[key], str) else [cfg.data[key]]:
             if not Path(f).is_file():
                 raise ConfigError(f"data.{key}: {f} does not exist (write it with `videoseek export-verl`)")
+    _check_train_rows(cfg)
     if check_data and Path(str(cfg.actor_rollout_ref.model.path)).is_dir():
         _read_first_row(cfg)
 
@@ -263,7 +275,8 @@ def validate(cfg, check_data: bool = True) -> list[str]:
     return warnings
 
 
-def _validate_agent_loops(path: str) -> None:
+def _validate_agent_loops(path: str) -> list[Any]:
+    """Check every entry of the agent-loop YAML; returns the VideoSeek loops' validated options."""
     from omegaconf import OmegaConf
     from verl.experimental.agent_loop.agent_loop import AgentLoopBase
     from verl.utils.import_utils import resolve_config_path
@@ -272,6 +285,7 @@ def _validate_agent_loops(path: str) -> None:
         entries = OmegaConf.to_container(OmegaConf.load(resolve_config_path(path)))
     except (OSError, FileNotFoundError) as exc:
         raise ConfigError(f"rollout.agent.agent_loop_config_path: {exc}") from None
+    options = []
     for k, entry in enumerate(entries):
         if "name" not in entry or "_target_" not in entry:
             raise ConfigError(f"{path}: entry {k} needs `name` and `_target_`")
@@ -281,9 +295,26 @@ def _validate_agent_loops(path: str) -> None:
         check = getattr(cls, "check_options", None)
         if check is not None:
             try:
-                check(entry.get("videoseek") or {})
+                options.append(check(entry.get("videoseek") or {}))
             except ValueError as exc:
                 raise ConfigError(f"{path}: entry {entry['name']!r}: {str(exc).splitlines()[0]}") from None
+    return options
+
+
+def _check_train_rows(cfg) -> None:
+    """Refuse a training set smaller than one batch: verl's v1 trainer sets `steps_per_epoch =
+    rows // data.train_batch_size`, which is then 0 (no full batch; its epoch arithmetic divides by it)."""
+    files = [cfg.data.train_files] if isinstance(cfg.data.train_files, str) else list(cfg.data.train_files)
+    if not all(str(f).endswith(".parquet") for f in files):
+        return
+    import pyarrow.parquet as pq
+
+    rows = sum(pq.ParquetFile(str(f)).metadata.num_rows for f in files)
+    if rows < cfg.data.train_batch_size:
+        raise ConfigError(
+            f"data.train_files: {rows} rows, fewer than data.train_batch_size={cfg.data.train_batch_size}: "
+            f"verl would have no full batch to train on (use more samples or a smaller --batch-size)"
+        )
 
 
 def _read_first_row(cfg) -> None:
