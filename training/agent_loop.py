@@ -17,18 +17,24 @@ and token ids out. This loop:
 4. returns `AgentLoopOutput` with the prompt / response ids, response_mask (1 exactly on the
    tokens the model generated), the frames of every video in placeholder order as
    `multi_modal_data["videos"]` (verl recomputes `pixel_values_videos` / `video_grid_thw` and the
-   M-RoPE position ids from them), `num_turns`, and `extra_fields["videoseek"]`: the episode
-   summary, crop intervals, evidence state, reward preset and, for group presets, the group reward
-   (`records.py` documents the layout; `reward_fn.compute_score` reads it).
+   M-RoPE position ids from them, with the processor `positions.align_positions` fixed),
+   `num_turns`, and `extra_fields`: the server outputs' own fields merged as verl's
+   `ToolAgentLoop` merges them (`min_global_steps` / `max_global_steps`, which verl's v1 trainer
+   reads as ints) plus `extra_fields["videoseek"]`: the episode summary, crop intervals, evidence
+   state, reward preset and, for group presets, the group reward (`records.py` documents the
+   layout; `reward_fn.compute_score` reads it).
 
 Group rewards (DM-GRPO, T-GRPO): the loop also runs the perturbed group itself, once per group,
 through the same server manager, and returns only origin trajectories (`group.py` explains why).
 
-Nothing a policy writes can raise here: the env parses any text. A failure of the environment
-(e.g. a video that stops decoding mid-episode) ends the episode with every response token masked
-0 and `failure` recorded, so the trainer keeps going and the `videoseek_grpo` estimator leaves
-the row out of its group. Bad data (an unreadable sample or video at reset) raises, naming the
-sample: verl's v1 trainer then drops that prompt's group.
+Nothing a policy writes can raise here: the env parses any text, and a turn with vision markup is
+cut and played as an invalid turn. A failure of the server (`generate` raises) or of the
+environment (a video that stops decoding mid-episode) ends the episode with every response token
+masked 0 and `failure` recorded, so the trainer keeps going and the `videoseek_grpo` estimator
+leaves the row out of its group. A response is never empty (verl puts the reward on its last
+token). Bad data (an unreadable sample or video at reset) raises, naming the sample: verl's v1
+trainer marks the prompt failed and, with `sync_refill_failed_groups` (set by `verl_overrides`),
+replaces it (docs/training.md, "Failures").
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """Group coordination inside one verl agent-loop worker: perturbed groups and group rewards.
 
-verl runs the G rollouts of one prompt as G concurrent `AgentLoopBase.run` coroutines in one
-worker process (v1 trainer: `AgentLoopWorkerTQ._run_prompt` spawns all `rollout.n` sessions of a
-`uid` together; legacy trainer: the repeated batch is gathered in one `generate_sequences`). The
-group rewards of the seeds need the whole group:
+verl's v1 trainer (the default) runs the G rollouts of one prompt as G concurrent
+`AgentLoopBase.run` coroutines in one worker process: `AgentLoopWorkerTQ._run_prompt` spawns all
+`rollout.n` sessions of a `uid` together. (verl's legacy trainer does not: it splits the repeated
+batch into equal chunks across workers, which can split a group, so `verl_config.validate`
+refuses it for the group presets.) The group rewards of the seeds need the whole group:
 
 - DM-GRPO (VideoMend §5.2–5.4, seed 002): the masked group (G~ rollouts on the masked video)
   gives p~, shared by every origin rollout of the sample; the mask pattern is drawn once per group.
