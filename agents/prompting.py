@@ -60,6 +60,7 @@ from typing import Any
 
 import numpy as np
 
+from videoseek.agents.families import family_of
 from videoseek.agents.policy import Message
 
 ROLES = ("system", "user", "assistant", "tool")
@@ -357,7 +358,8 @@ class ConversationRenderer:
         # Qwen3-VL's processor writes `<t seconds><|vision_start|>pads<|vision_end|>` per frame pair
         # itself, as Qwen3-VL was trained; transformers 5.x no longer removes the template's own
         # `<|vision_start|>...<|vision_end|>` around the video, so the renderer does (as 4.57 did).
-        self.unwrap_video_placeholder = type(processor).__name__.startswith("Qwen3VL")
+        family = family_of(processor)
+        self.unwrap_video_placeholder = bool(family and family.processor_wraps_video)
         if chat_template != "videoseek":
             self._probe_template()
 

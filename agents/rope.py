@@ -78,10 +78,6 @@ def qwen2_5_vl_rope_index(
     return position_ids, torch.tensor(deltas, device=input_ids.device).unsqueeze(1)
 
 
-def _is_qwen2_5_vl(config: Any) -> bool:
-    return getattr(config, "model_type", None) == "qwen2_5_vl"
-
-
 def use_sampling_rope_index(obj: Any) -> bool:
     """Make `obj.get_rope_index` compute Qwen2.5-VL positions by the sampling rule (this module's docstring).
 
@@ -89,8 +85,11 @@ def use_sampling_rope_index(obj: Any) -> bool:
     processor verl gave a `config` and a bound `get_rope_index`. Other families are left alone.
     Returns True when the rule was installed.
     """
+    from videoseek.agents.families import family_of
+
     target = getattr(obj, "model", None) if hasattr(getattr(obj, "model", None), "get_rope_index") else obj
-    if not _is_qwen2_5_vl(getattr(target, "config", None)) or not hasattr(target, "get_rope_index"):
+    family = family_of(getattr(target, "config", None))
+    if family is None or not family.sampling_rope_index or not hasattr(target, "get_rope_index"):
         return False
     target.get_rope_index = types.MethodType(qwen2_5_vl_rope_index, target)
     return True
