@@ -1,7 +1,7 @@
-"""A tiny random Qwen2.5-VL built offline: `videoseek tiny-model --out DIR`.
+"""A tiny random Qwen-VL built offline: `videoseek tiny-model --out DIR [--family qwen3-vl]`.
 
 Hubs are unreachable from tests and CI, so tests, the demo and the embedded default build their
-own checkpoint in about a second (no download, ~5 MB):
+own checkpoint in about a second (no download, 5 MB; 8 MB for Qwen3-VL):
 
 - tokenizer: a byte-level BPE trained with `tokenizers` on text generated from the VideoSeek
   action protocol (system prompt, tool schema, questions, thinking, tool calls, tool responses,
@@ -14,6 +14,13 @@ own checkpoint in about a second (no download, ~5 MB):
 - model: `Qwen2_5_VLForConditionalGeneration`, 2 decoder layers, hidden 128, 2 attention heads
   (head_dim 64, which vLLM's CPU backend requires), a 2-block vision tower; random weights from
   `torch.manual_seed(seed)`.
+
+`--family qwen3-vl` (see `agents.families`) builds the same way with the same tokenizer (Qwen's
+special tokens are shared): `Qwen3VLProcessor` with `Qwen2VLImageProcessor` and
+`Qwen3VLVideoProcessor` (16 px patches, 2x2 merge, 2-frame temporal patches), and
+`Qwen3VLForConditionalGeneration` (2 layers, hidden 128, 2 heads of 64, interleaved M-RoPE with
+sections [8, 12, 12], a 2-block vision tower with deepstack mergers after both blocks).
+Qwen2.5-VL stays the default everywhere.
 
 The same seed on the same library versions gives byte-identical files (a test checks this).
 The model is random: it writes garbage, which the env treats as think steps or invalid calls.
@@ -28,6 +35,8 @@ import random
 import shutil
 import tempfile
 from pathlib import Path
+
+from videoseek.agents.families import FAMILIES, QWEN2_5_VL, QWEN3_VL, ModelFamily
 
 BUILD_VERSION = 1
 MANIFEST = "videoseek_tiny_model.json"
@@ -139,41 +148,94 @@ def build_tokenizer(seed: int = 0, vocab_size: int = 2000):
     return tokenizer
 
 
-def build_processor(tokenizer, min_pixels: int = 56 * 56, max_pixels: int = 28 * 28 * 16):
-    """Qwen2.5-VL's processor around `tokenizer`, with small per-frame pixel bounds."""
+# ---- per-family parts: processor, config ------------------------------------------------------
+TEMPORAL_PATCH_SIZE = 2  # frames per temporal patch, both families
+
+
+def _family(family: str) -> ModelFamily:
+    """The `agents.families` entry for a family name; ValueError naming the known ones."""
+    if family not in FAMILIES:
+        raise ValueError(f"unknown model family {family!r}; expected one of: {', '.join(FAMILIES)}")
+    return FAMILIES[family]
+
+
+def _special_ids(tokenizer) -> dict[str, int]:
+    return {t: tokenizer.convert_tokens_to_ids(t) for t in QWEN_SPECIAL_TOKENS}
+
+
+def _text_config(tokenizer, rope_parameters: dict, **extra) -> dict:
+    """The decoder both families share: 2 layers, hidden 128, 2 heads of 64, one KV head."""
+    ids = _special_ids(tokenizer)
+    return {
+        "vocab_size": len(tokenizer),  # no padded rows: every id the model can sample decodes
+        "hidden_size": 128,
+        "intermediate_size": 256,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+        "max_position_embeddings": 32768,
+        # mrope splits head_dim/2 = 32 rotary pairs over (time, height, width), as Qwen's [16, 24, 24] does for 64.
+        "rope_parameters": {"rope_type": "default", "mrope_section": [8, 12, 12], **rope_parameters},
+        "bos_token_id": ids["<|endoftext|>"],
+        "eos_token_id": ids["<|im_end|>"],
+        "pad_token_id": ids["<|endoftext|>"],
+        "tie_word_embeddings": True,
+        **extra,
+    }
+
+
+def _vision_token_ids(tokenizer) -> dict[str, int]:
+    ids = _special_ids(tokenizer)
+    return {
+        "image_token_id": ids["<|image_pad|>"],
+        "video_token_id": ids["<|video_pad|>"],
+        "vision_start_token_id": ids["<|vision_start|>"],
+        "vision_end_token_id": ids["<|vision_end|>"],
+    }
+
+
+def _qwen2_5_vl_processor(tokenizer, chat_template: str):
+    """Qwen2.5-VL's processor; per-frame bounds of 4 to 16 merged 28 px tokens."""
     from transformers import Qwen2_5_VLProcessor, Qwen2VLImageProcessor, Qwen2VLVideoProcessor
 
-    from videoseek.agents.prompting import VIDEOSEEK_CHAT_TEMPLATE
-
+    patches = {"patch_size": QWEN2_5_VL.patch_size, "merge_size": QWEN2_5_VL.merge_size, "temporal_patch_size": TEMPORAL_PATCH_SIZE}
+    side = QWEN2_5_VL.token_side
+    bounds = {"min_pixels": side * side * 4, "max_pixels": side * side * 16}  # 56*56 and 28*28*16
     return Qwen2_5_VLProcessor(
-        image_processor=Qwen2VLImageProcessor(min_pixels=min_pixels, max_pixels=max_pixels),
+        image_processor=Qwen2VLImageProcessor(**bounds, **patches),
         tokenizer=tokenizer,
-        video_processor=Qwen2VLVideoProcessor(min_pixels=min_pixels, max_pixels=max_pixels),
-        chat_template=VIDEOSEEK_CHAT_TEMPLATE,
+        video_processor=Qwen2VLVideoProcessor(**bounds, **patches),
+        chat_template=chat_template,
     )
 
 
-def build_config(tokenizer):
-    """Qwen2_5_VLConfig: 2 layers, hidden 128, 2 heads of 64, a 2-block vision tower."""
+def _qwen3_vl_processor(tokenizer, chat_template: str):
+    """Qwen3-VL's processor: 16 px patches; images 4 to 16 merged 32 px tokens each.
+
+    Qwen3VLVideoProcessor bounds the whole clip (frames rounded up to pairs x height x width),
+    not each frame: from one frame at 4 tokens up to 16 frames at 16 tokens each.
+    """
+    from transformers import Qwen2VLImageProcessor, Qwen3VLProcessor, Qwen3VLVideoProcessor
+
+    patches = {"patch_size": QWEN3_VL.patch_size, "merge_size": QWEN3_VL.merge_size, "temporal_patch_size": TEMPORAL_PATCH_SIZE}
+    token = QWEN3_VL.token_side**2
+    return Qwen3VLProcessor(
+        # Qwen3-VL normalises images as its video processor does (mean = std = 0.5), unlike Qwen2's CLIP stats.
+        image_processor=Qwen2VLImageProcessor(
+            size={"shortest_edge": token * 4, "longest_edge": token * 16}, image_mean=[0.5] * 3, image_std=[0.5] * 3, **patches
+        ),
+        tokenizer=tokenizer,
+        video_processor=Qwen3VLVideoProcessor(size={"shortest_edge": token * 4, "longest_edge": token * 16 * 16}, **patches),
+        chat_template=chat_template,
+    )
+
+
+def _qwen2_5_vl_config(tokenizer):
+    """Qwen2_5_VLConfig: the shared decoder, a 2-block windowed vision tower of 14 px patches."""
     from transformers import Qwen2_5_VLConfig
 
-    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in QWEN_SPECIAL_TOKENS}
     return Qwen2_5_VLConfig(
-        text_config={
-            "vocab_size": len(tokenizer),  # no padded rows: every id the model can sample decodes
-            "hidden_size": 128,
-            "intermediate_size": 256,
-            "num_hidden_layers": 2,
-            "num_attention_heads": 2,
-            "num_key_value_heads": 1,
-            "max_position_embeddings": 32768,
-            # mrope splits head_dim/2 = 32 rotary pairs over (time, height, width), as Qwen's [16, 24, 24] does for 64.
-            "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": [8, 12, 12]},
-            "bos_token_id": ids["<|endoftext|>"],
-            "eos_token_id": ids["<|im_end|>"],
-            "pad_token_id": ids["<|endoftext|>"],
-            "tie_word_embeddings": True,
-        },
+        text_config=_text_config(tokenizer, {"rope_theta": 1000000.0}),
         vision_config={
             "depth": 2,
             "hidden_size": 128,
@@ -183,44 +245,91 @@ def build_config(tokenizer):
             "fullatt_block_indexes": [1],
             "window_size": 112,
             "tokens_per_second": 2,
-            "patch_size": 14,
-            "spatial_merge_size": 2,
-            "temporal_patch_size": 2,
+            "patch_size": QWEN2_5_VL.patch_size,
+            "spatial_merge_size": QWEN2_5_VL.merge_size,
+            "temporal_patch_size": TEMPORAL_PATCH_SIZE,
         },
-        image_token_id=ids["<|image_pad|>"],
-        video_token_id=ids["<|video_pad|>"],
-        vision_start_token_id=ids["<|vision_start|>"],
-        vision_end_token_id=ids["<|vision_end|>"],
+        **_vision_token_ids(tokenizer),
         tie_word_embeddings=True,
     )
 
 
-def build_tiny_model(out_dir: str | Path, seed: int = 0, *, overwrite: bool = False) -> Path:
-    """Write a tiny random Qwen2.5-VL (weights, config, generation config, processor) to `out_dir`.
+def _qwen3_vl_config(tokenizer):
+    """Qwen3VLConfig: the shared decoder with interleaved M-RoPE, a 2-block vision tower of 16 px
+    patches whose blocks 0 and 1 feed deepstack mergers into the first two decoder layers."""
+    from transformers import Qwen3VLConfig
 
+    # transformers 5.10's Qwen3VLTextConfig reads `rope_parameters` (`rope_scaling` is only a
+    # legacy alias) and always interleaves; `mrope_interleaved` is for vLLM, which checks it.
+    rope = {"rope_theta": 5000000.0, "mrope_interleaved": True}
+    return Qwen3VLConfig(
+        text_config=_text_config(tokenizer, rope, head_dim=64, hidden_act="silu", attention_bias=False),
+        vision_config={
+            "depth": 2,
+            "hidden_size": 128,
+            "intermediate_size": 256,
+            "num_heads": 2,
+            "out_hidden_size": 128,
+            "num_position_embeddings": 256,  # a 16x16 learned grid, interpolated to each frame's size
+            "deepstack_visual_indexes": [0, 1],
+            "patch_size": QWEN3_VL.patch_size,
+            "spatial_merge_size": QWEN3_VL.merge_size,
+            "temporal_patch_size": TEMPORAL_PATCH_SIZE,
+        },
+        **_vision_token_ids(tokenizer),
+        tie_word_embeddings=True,
+    )
+
+
+_PARTS = {
+    QWEN2_5_VL.name: (_qwen2_5_vl_processor, _qwen2_5_vl_config),
+    QWEN3_VL.name: (_qwen3_vl_processor, _qwen3_vl_config),
+}
+assert set(_PARTS) == set(FAMILIES), "every family in agents.families needs a tiny builder"
+
+
+def build_processor(tokenizer, family: str = QWEN2_5_VL.name):
+    """The family's processor around `tokenizer`, with small pixel bounds and `VIDEOSEEK_CHAT_TEMPLATE`."""
+    from videoseek.agents.prompting import VIDEOSEEK_CHAT_TEMPLATE
+
+    return _PARTS[_family(family).name][0](tokenizer, VIDEOSEEK_CHAT_TEMPLATE)
+
+
+def build_config(tokenizer, family: str = QWEN2_5_VL.name):
+    """The family's model config: 2 layers, hidden 128, 2 heads of 64, a 2-block vision tower."""
+    return _PARTS[_family(family).name][1](tokenizer)
+
+
+# ---- shared: build, stage, cache ---------------------------------------------------------------
+def build_tiny_model(out_dir: str | Path, seed: int = 0, *, family: str = QWEN2_5_VL.name, overwrite: bool = False) -> Path:
+    """Write a tiny random model of `family` (weights, config, generation config, processor) to `out_dir`.
+
+    `family` is a name from `agents.families.FAMILIES` ("qwen2.5-vl", the default, or "qwen3-vl").
     The files are written to a temporary sibling and moved into place, so a reader never sees a
     half-built model. An existing non-empty `out_dir` is an error unless `overwrite`.
     """
     import torch
-    from transformers import GenerationConfig, Qwen2_5_VLForConditionalGeneration
+    import transformers
+    from transformers import GenerationConfig
 
+    spec = _family(family)
     out = Path(out_dir).expanduser().resolve()
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
         raise FileExistsError(f"{out} exists and is not empty (overwrite to replace it)")
     out.parent.mkdir(parents=True, exist_ok=True)
     tokenizer = build_tokenizer(seed)
-    processor = build_processor(tokenizer)
-    config = build_config(tokenizer)
+    processor = build_processor(tokenizer, spec.name)
+    config = build_config(tokenizer, spec.name)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = Qwen2_5_VLForConditionalGeneration(config).eval()
+        model = getattr(transformers, spec.model_class)(config).eval()
     end_ids = [tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")]
     model.generation_config = GenerationConfig(eos_token_id=end_ids, pad_token_id=end_ids[1], bos_token_id=end_ids[1])
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         model.save_pretrained(staging)
         processor.save_pretrained(staging)
-        manifest = {"builder": __name__, "build_version": BUILD_VERSION, "seed": seed}
+        manifest = {"builder": __name__, "build_version": BUILD_VERSION, "seed": seed, "family": spec.name}
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
         if out.exists():
             shutil.rmtree(out)
@@ -236,13 +345,19 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("VIDEOSEEK_CACHE_DIR", Path.home() / ".cache" / "videoseek")).expanduser()
 
 
-def ensure_tiny_model(cache_dir: str | Path | None = None, seed: int = 0) -> Path:
-    """The cached tiny model for `seed` (built on first use): the embedded default checkpoint."""
-    path = Path(cache_dir or default_cache_dir()) / f"tiny-qwen2_5-vl-seed{seed}-v{BUILD_VERSION}"
+def cache_name(seed: int = 0, family: str = QWEN2_5_VL.name) -> str:
+    """The cache folder of a tiny model: `tiny-qwen2_5-vl-seed0-v1` (unchanged), `tiny-qwen3-vl-seed0-v1`."""
+    slug = _family(family).name.replace(".", "_")
+    return f"tiny-{slug}-seed{seed}-v{BUILD_VERSION}"
+
+
+def ensure_tiny_model(cache_dir: str | Path | None = None, seed: int = 0, family: str = QWEN2_5_VL.name) -> Path:
+    """The cached tiny model of `family` for `seed` (built on first use): the embedded default checkpoint."""
+    path = Path(cache_dir or default_cache_dir()) / cache_name(seed, family)
     if (path / MANIFEST).exists():
         return path
     try:
-        return build_tiny_model(path, seed=seed, overwrite=True)
+        return build_tiny_model(path, seed=seed, family=family, overwrite=True)
     except OSError:
         if (path / MANIFEST).exists():  # another process finished the same build first
             return path
@@ -250,19 +365,26 @@ def ensure_tiny_model(cache_dir: str | Path | None = None, seed: int = 0) -> Pat
 
 
 # ---- CLI: videoseek tiny-model -----------------------------------------------------------------
+_DISPLAY = {QWEN2_5_VL.name: "Qwen2.5-VL", QWEN3_VL.name: "Qwen3-VL"}
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, type=Path, help="directory to write the model to")
     parser.add_argument("--seed", type=int, default=0, help="seed for the tokenizer corpus and the weights (default 0)")
+    parser.add_argument(
+        "--family", choices=list(FAMILIES), default=QWEN2_5_VL.name, help=f"model family to build (default {QWEN2_5_VL.name})"
+    )
     parser.add_argument("--force", action="store_true", help="replace a non-empty --out directory")
 
 
 def run(args: argparse.Namespace) -> int:
     from videoseek.cli import UserError
 
+    family = getattr(args, "family", QWEN2_5_VL.name)
     try:
-        path = build_tiny_model(args.out, seed=args.seed, overwrite=args.force)
+        path = build_tiny_model(args.out, seed=args.seed, family=family, overwrite=args.force)
     except FileExistsError as exc:
         raise UserError(f"{exc}; pass --force to replace it") from None
     size = sum(f.stat().st_size for f in path.iterdir() if f.is_file())
-    print(f"tiny Qwen2.5-VL (seed {args.seed}) written to {path} ({size / 1e6:.1f} MB)")
+    print(f"tiny {_DISPLAY.get(family, family)} ({family}, seed {args.seed}) written to {path} ({size / 1e6:.1f} MB)")
     return 0

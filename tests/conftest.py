@@ -14,7 +14,7 @@ if os.environ.get("CI"):
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from conftest_model import single_thread_torch, tiny_model_dir  # noqa: E402,F401
+from conftest_model import family_model_dir, single_thread_torch, tiny_model_dir, tiny_qwen3_model_dir  # noqa: E402,F401
 from videos import write_index_video  # noqa: E402
 
 from videoseek.envs.sample import VideoSample  # noqa: E402

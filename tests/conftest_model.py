@@ -1,7 +1,12 @@
-"""Session fixture `tiny_model_dir`: the tiny offline Qwen2.5-VL, built once per test session.
+"""Session fixtures for the tiny offline models, each built once per test session:
 
-Import it from tests/conftest.py (which puts this folder on sys.path):
-`from conftest_model import single_thread_torch, tiny_model_dir  # noqa: E402,F401`.
+- `tiny_model_dir`: the tiny Qwen2.5-VL (the default family).
+- `tiny_qwen3_model_dir`: the tiny Qwen3-VL.
+- `family_model_dir`: `(family_name, path)`, parametrized over `agents.families.FAMILIES`
+  (ids are the names), so a test that uses it runs once per family.
+
+Import them from tests/conftest.py (which puts this folder on sys.path):
+`from conftest_model import family_model_dir, single_thread_torch, tiny_model_dir, tiny_qwen3_model_dir  # noqa: E402,F401`.
 """
 
 from __future__ import annotations
@@ -10,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from videoseek.agents.families import FAMILIES, QWEN2_5_VL, QWEN3_VL
+
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
@@ -17,6 +24,26 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     from videoseek.agents.tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-model") / "qwen2_5_vl", seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen3_model_dir(tmp_path_factory) -> Path:
+    """A tiny random Qwen3-VL checkpoint directory (seed 0), built offline in a few seconds."""
+    from videoseek.agents.tiny_model import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-model") / "qwen3_vl", seed=0, family=QWEN3_VL.name)
+
+
+@pytest.fixture(scope="session", params=list(FAMILIES), ids=list(FAMILIES))
+def family_model_dir(request) -> tuple[str, Path]:
+    """(family name, tiny checkpoint directory) for each family in `FAMILIES`; reuses the fixtures above."""
+    fixture = {QWEN2_5_VL.name: "tiny_model_dir", QWEN3_VL.name: "tiny_qwen3_model_dir"}.get(request.param)
+    if fixture is not None:
+        return request.param, request.getfixturevalue(fixture)
+    from videoseek.agents.tiny_model import build_tiny_model
+
+    folder = request.getfixturevalue("tmp_path_factory").mktemp("tiny-model") / request.param.replace(".", "_")
+    return request.param, build_tiny_model(folder, seed=0, family=request.param)
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ pytest.importorskip("verl")
 from videoseek.agents.tiny_model import ensure_tiny_model
 from videoseek.envs.sample import write_jsonl
 from videoseek.training import run_csgrpo
+from videoseek.training.verl_config import CONFIGS_DIR as CONFIGS
 from videoseek.training.verl_config import list_ready_configs
 
 FAST = {
@@ -81,6 +82,18 @@ def test_ready_configs_pass_verls_validation(tmp_path, many, name):
     assert run_csgrpo.main(["--dry-run", "--config", name, "--data", str(many), "--out", str(tmp_path / name)]) == 0
     cfg = yaml.safe_load((tmp_path / name / "verl_config.yaml").read_text())
     assert cfg["trainer"]["n_gpus_per_node"] >= 1 and cfg["actor_rollout_ref"]["model"]["path"].startswith("Qwen/")
+
+
+@pytest.mark.parametrize("name", [n for n in list_ready_configs() if n.startswith("qwen3vl")])
+def test_qwen3_vl_configs_validate_with_the_tiny_qwen3_vl_for_the_weights(tmp_path, many, tiny_qwen3_model_dir, name):
+    """With a local Qwen3-VL folder, validation also reads the first row through verl's dataset with
+    Qwen3-VL's own tokenizer and processor (32 px merged patches, `<t seconds>` frame times)."""
+    out = tmp_path / name
+    assert run_csgrpo.main(["--dry-run", "--config", name, "--model", str(tiny_qwen3_model_dir), "--data", str(many), "--out", str(out)]) == 0
+    cfg = yaml.safe_load((out / "verl_config.yaml").read_text())
+    assert cfg["actor_rollout_ref"]["model"]["path"] == str(tiny_qwen3_model_dir)
+    ready = yaml.safe_load((CONFIGS / f"{name}.yaml").read_text())
+    assert ready["model"].startswith("Qwen/Qwen3-VL-") and ready["env"]["max_pixels"] % (32 * 32) == 0
 
 
 def test_dry_run_rejects_an_unknown_verl_key(tmp_path, data, tiny, capsys):

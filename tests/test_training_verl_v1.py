@@ -133,6 +133,33 @@ def test_two_trainer_steps_carry_server_fields_positions_and_advantages(tmp_path
         run.close()
 
 
+def test_qwen3_vl_positions_and_clip_times_through_the_v1_worker(tmp_path, tiny_qwen3_model_dir, exported, store):
+    """Qwen3-VL: the positions verl stores equal those `Qwen3VLModel` computes in its own forward for the
+    same ids and grids, and each clip's `<t seconds>` texts are its frames' real times, inside the crop."""
+    import re
+
+    from transformers import AutoModelForImageTextToText
+
+    cfg = make_config(tmp_path, tiny_qwen3_model_dir, exported, group_size=2, batch_size=2)
+    run = V1Run(cfg, tiny_qwen3_model_dir, scripts=[[CROP, ANSWER]])
+    try:
+        _, _, stored = run.step()
+    finally:
+        run.close()
+    model = AutoModelForImageTextToText.from_pretrained(tiny_qwen3_model_dir)
+    video_pad = run.tokenizer.convert_tokens_to_ids("<|video_pad|>")
+    for ids, positions, mm, response in zip(stored["input_ids"].unbind(), stored["position_ids"].unbind(), list(stored["multi_modal_inputs"]), stored["responses"].unbind()):
+        ids = ids[None]
+        forward, _ = model.model.get_rope_index(ids, (ids == video_pad).long() * 2, video_grid_thw=mm["video_grid_thw"], attention_mask=torch.ones_like(ids))
+        assert torch.equal(positions[1:], forward[:, 0])
+        tool = run.tokenizer.decode(response, skip_special_tokens=False).split("<tool_response>", 1)[1]
+        frame_times = [float(t) for t in re.search(r"Frames at ([^:]*):", tool).group(1).replace("s", "").split(", ")]
+        clip_times = [float(t) for t in re.findall(r"<([0-9.]+) seconds>", tool)]
+        # The processor labels each frame pair with its mean time, to 0.1 s: the crop's real frame times.
+        assert len(frame_times) == 4 and all(11.5 <= t <= 14.0 for t in frame_times)
+        assert clip_times == [float(f"{(a + b) / 2:.1f}") for a, b in zip(frame_times[::2], frame_times[1::2])]
+
+
 def test_positions_verl_stores_equal_the_forward_and_vllms_rule(tmp_path, tiny_model, exported, store):
     """Sparse frames 5 s apart and a clip at another rate: the M-RoPE ids verl stores for training equal
     the HF forward's (`TransformersPolicy`'s model) and vLLM's rule (an independent re-implementation,

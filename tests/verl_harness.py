@@ -44,6 +44,7 @@ from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
 from verl.workers.rollout.llm_server import LLMServerClient
 from verl.workers.rollout.replica import TokenOutput
 
+from videoseek.agents.families import family_of
 from videoseek.training.verl_config import TrainSpec, compose, verl_overrides, write_agent_loop_yaml
 
 ENV = {"initial_frames": 4, "frames_per_call": 4, "max_turns": 3, "max_total_frames": 16, "max_pixels": 56 * 112}
@@ -160,13 +161,16 @@ class FakeVLLMServer:
 
     def _check_videos(self, prompt_ids: list[int], video_data, mm_processor_kwargs) -> None:
         runs = sum(1 for a, b in itertools.pairwise(prompt_ids) if a == self.vision_start and b == self.video_pad)
-        assert runs == len(video_data or []), f"{runs} video placeholders but {len(video_data or [])} videos"
         if not video_data:
+            assert runs == 0, f"{runs} video placeholders but no videos"
             return
         frames, metadata = zip(*video_data)
         vision = self.processor.video_processor(
             videos=list(frames), video_metadata=list(metadata), do_sample_frames=False, return_tensors="pt", **(mm_processor_kwargs or {})
         )
+        # Qwen3-VL's processor wraps each frame pair (temporal patch) in its own vision markers.
+        expected_runs = int(vision["video_grid_thw"][:, 0].sum()) if family_of(self.processor).processor_wraps_video else len(video_data)
+        assert runs == expected_runs, f"{runs} video placeholder runs for {len(video_data)} videos"
         merge = self.processor.video_processor.merge_size**2
         expected = int((vision["video_grid_thw"].prod(dim=1) // merge).sum())
         pads = sum(t == self.video_pad for t in prompt_ids)

@@ -4,6 +4,7 @@
     python training/gpu_probe.py --out /tmp/probe            # positions always; vLLM where installed
     python training/gpu_probe.py --out /tmp/probe --skip-vllm
     python training/gpu_probe.py --out /tmp/probe --require-vllm     # as training/gpu_smoke.sh runs it
+    python training/gpu_probe.py --out /tmp/probe3 --family qwen3-vl # the tiny Qwen3-VL (times as text)
 
 One conversation of the tiny offline Qwen2.5-VL, rendered with the `ConversationRenderer` that
 every backend uses: system, user question with 4 sparse frames (0, 5, 10, 15 s), an assistant
@@ -76,6 +77,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True, type=Path, help="directory for probe.json and the tiny model")
     p.add_argument("--cache-dir", type=Path, default=None, help="where to build the tiny model (default OUT/models)")
+    p.add_argument("--family", default="qwen2.5-vl", choices=("qwen2.5-vl", "qwen3-vl"), help="tiny model family (default qwen2.5-vl)")
     p.add_argument("--skip-vllm", action="store_true", help="only the checks that need no vLLM")
     p.add_argument("--require-vllm", action="store_true", help="a missing vLLM is a FAIL, not a SKIP (training/gpu_smoke.sh)")
     p.add_argument("--tolerance", type=float, default=TOLERANCE, help=f"max |log-prob diff| in nats (default {TOLERANCE})")
@@ -134,11 +136,12 @@ def verl_multi_modal_inputs(processor, rendered, vision_kwargs):
     return stub, AgentLoopWorker._compute_multi_modal_inputs(stub, output, rendered["input_ids"])
 
 
-def check_mm_inputs(report: Report, rendered, mm) -> None:
+def check_mm_inputs(report: Report, rendered, mm, family) -> None:
     import torch
 
     problems = []
-    for key in ("pixel_values_videos", "video_grid_thw", "second_per_grid_ts"):
+    keys = ("pixel_values_videos", "video_grid_thw") + (("second_per_grid_ts",) if family.frame_times == "rope" else ())
+    for key in keys:
         ours, theirs = rendered.get(key), mm.get(key)
         if ours is None or theirs is None:
             problems.append(f"{key} missing ({'renderer' if ours is None else 'verl'})")
@@ -149,7 +152,7 @@ def check_mm_inputs(report: Report, rendered, mm) -> None:
     report.add("mm-inputs", "FAIL" if problems else "PASS", "; ".join(problems) if problems else f"verl re-encodes the frames as the renderer did ({detail})")
 
 
-def check_positions(report: Report, processor, stub, rendered, mm, model) -> None:
+def check_positions(report: Report, processor, stub, rendered, mm, model, family) -> None:
     import torch
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
     from videoseek.training.positions import align_positions
@@ -158,10 +161,8 @@ def check_positions(report: Report, processor, stub, rendered, mm, model) -> Non
     ids = rendered["input_ids"]
     attention = torch.ones_like(ids)
     verl_pos = AgentLoopWorker._compute_position_ids(stub, ids, attention, dict(mm), {})  # (1, 4, L): text row + 3 M-RoPE rows
-    hf_pos, _ = model.model.get_rope_index(
-        ids, rendered["mm_token_type_ids"], video_grid_thw=mm["video_grid_thw"],
-        second_per_grid_ts=mm["second_per_grid_ts"], attention_mask=attention,
-    )  # fmt: skip  (3, 1, L)
+    rates = {"second_per_grid_ts": mm["second_per_grid_ts"]} if family.frame_times == "rope" else {}  # Qwen3-VL: times are text
+    hf_pos, _ = model.model.get_rope_index(ids, rendered["mm_token_type_ids"], video_grid_thw=mm["video_grid_thw"], attention_mask=attention, **rates)  # (3, 1, L)
     ours, ref = verl_pos[0, 1:], hf_pos[:, 0]
     numbers = {"tokens": int(ids.shape[1]), "rope_kwargs_installed": bool(installed)}
     if ours.shape != ref.shape:
@@ -176,10 +177,14 @@ def check_positions(report: Report, processor, stub, rendered, mm, model) -> Non
     report.add("positions", "PASS", f"verl's position ids equal the HF forward's on all {ids.shape[1]} tokens (video temporal positions {temporal})", **numbers)
 
 
-def check_positions_vllm_rule(report: Report, processor, stub, rendered, mm, model) -> None:
+def check_positions_vllm_rule(report: Report, processor, stub, rendered, mm, model, family) -> None:
     """verl's training positions against the rule vLLM samples with (needs no vLLM: see vllm_rule_positions)."""
     import torch
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
+
+    if family.frame_times != "rope":
+        report.add("positions-vllm-rule", "SKIP", f"{family.name}: one-step video segments, where transformers' and vLLM's rules coincide; vllm-logprobs checks vLLM itself")
+        return
 
     ids = rendered["input_ids"]
     ours = AgentLoopWorker._compute_position_ids(stub, ids, torch.ones_like(ids), dict(mm), {})[0, 1:]
@@ -295,8 +300,10 @@ def check_vllm(report: Report, args, path, processor, renderer, rendered, model)
     # How far the HF forward itself moves when the video's temporal spacing is lost (1 s per grid,
     # what get_rope_index assumes without second_per_grid_ts): what a position bug would look like.
     is_text = torch.tensor([t not in (renderer.video_token_id, renderer.image_token_id) for t in ids[1:]])
-    flat = hf_logprobs(model, rendered, second_per_grid_ts=torch.ones_like(rendered["second_per_grid_ts"]))
-    sensitivity = float((hf - flat).abs()[is_text].max())
+    sensitivity = float("nan")  # Qwen3-VL: the times are text, not a position spacing to perturb
+    if "second_per_grid_ts" in rendered:
+        flat = hf_logprobs(model, rendered, second_per_grid_ts=torch.ones_like(rendered["second_per_grid_ts"]))
+        sensitivity = float((hf - flat).abs()[is_text].max())
 
     try:
         llm = LLM(
@@ -335,14 +342,14 @@ def check_vllm(report: Report, args, path, processor, renderer, rendered, model)
         f"vLLM prompt log-probs vs HF fp32 over {numbers['text_tokens']} text tokens: max |diff| {numbers['max_abs_diff']:.2e}, "
         f"mean {numbers['mean_abs_diff']:.2e} (tolerance {args.tolerance}; HF's own shift when the temporal spacing is lost: {sensitivity:.2e})"
     )
-    if not ok:  # which positions explain vLLM? HF again, with the rule vLLM samples with
+    if not ok and "second_per_grid_ts" in rendered:  # which positions explain vLLM? HF again, with the rule vLLM samples with
         vision = model.config.vision_config
         rule = vllm_rule_positions(rendered["input_ids"], renderer.video_token_id, rendered["video_grid_thw"], rendered["second_per_grid_ts"], vision.tokens_per_second, vision.spatial_merge_size)
         with_rule = (torch.tensor(vllm_lp, dtype=torch.float64) - hf_logprobs(model, rendered, position_ids=rule).double()).abs()[is_text]
         numbers["max_abs_diff_hf_with_vllm_rule_positions"] = float(with_rule.max())
         message += f"; HF with vLLM's position rule instead of its own get_rope_index: max |diff| {float(with_rule.max()):.2e}"
     report.add("vllm-logprobs", "PASS" if ok else "FAIL", message, **numbers)
-    if sensitivity < args.tolerance:
+    if sensitivity == sensitivity and sensitivity < args.tolerance:
         print(f"note: HF's log-probs move only {sensitivity:.2e} when the temporal spacing is lost, under the tolerance: "
               "this check cannot see vLLM's temporal positions (raise --sharpen)", flush=True)  # fmt: skip
 
@@ -360,22 +367,25 @@ def main(argv: list[str] | None = None) -> int:
         from videoseek.agents.prompting import ConversationRenderer
         from videoseek.agents.tiny_model import ensure_tiny_model
 
-        path = ensure_tiny_model(cache_dir=args.cache_dir or args.out / "models")
+        from videoseek.agents.families import FAMILIES
+
+        family = FAMILIES[args.family]
+        path = ensure_tiny_model(cache_dir=args.cache_dir or args.out / "models", family=family.name)
         processor = hf_processor(str(path))
         renderer = ConversationRenderer(processor, mode="video")
         rendered = renderer.render(conversation(), add_generation_prompt=False)
         model = AutoModelForImageTextToText.from_pretrained(path, dtype=torch.float32).eval()
         use_sampling_rope_index(model)
-        print(f"tiny model {path}: {rendered['input_ids'].shape[1]} tokens, videos {rendered['video_grid_thw'].tolist()}", flush=True)
+        print(f"tiny {family.name} model {path}: {rendered['input_ids'].shape[1]} tokens, videos {rendered['video_grid_thw'].tolist()}", flush=True)
         stub, mm = verl_multi_modal_inputs(processor, rendered, renderer.vision_kwargs)
     except Exception as exc:  # noqa: BLE001
         traceback.print_exc()
         report.add("setup", "FAIL", f"{type(exc).__name__}: {exc}")
     else:
         for name, check in (
-            ("mm-inputs", lambda: check_mm_inputs(report, rendered, mm)),
-            ("positions", lambda: check_positions(report, processor, stub, rendered, mm, model)),
-            ("positions-vllm-rule", lambda: check_positions_vllm_rule(report, processor, stub, rendered, mm, model)),
+            ("mm-inputs", lambda: check_mm_inputs(report, rendered, mm, family)),
+            ("positions", lambda: check_positions(report, processor, stub, rendered, mm, model, family)),
+            ("positions-vllm-rule", lambda: check_positions_vllm_rule(report, processor, stub, rendered, mm, model, family)),
             ("vllm-logprobs", lambda: check_vllm(report, args, path, processor, renderer, rendered, model)),
         ):
             try:

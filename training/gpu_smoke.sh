@@ -7,13 +7,14 @@
 #                venv ($VENV, default .venv-gpu) with `pip install 'verl[vllm]==0.9.1'`, this
 #                package's light deps and `pip install --no-deps -e .` (needs PyPI; minutes).
 #                A failed install prints `FAIL install: <reason>` and stops: no half-run checks.
-#   (a) probe    `python training/gpu_probe.py` on the tiny offline Qwen2.5-VL: verl's re-encoded
-#                vision inputs and M-RoPE position ids against the HF model's, against the rule
-#                vLLM samples with, and vLLM's prompt log-probs against an fp32 HF forward of
-#                the same tokens and frames (see its docstring).
-#   (b) train    two GRPO steps of `python training/run_csgrpo.py --backend verl` with the tiny
-#                model on one GPU (vLLM rollouts, the VideoSeek agent loop, FSDP actor); PASS when
-#                it exits 0 and verl's console logger printed `step:1` and `step:2`.
+#   for each model family in $FAMILIES (default "qwen2.5-vl qwen3-vl"), on its tiny offline model:
+#   (a) probe    `python training/gpu_probe.py --family F`: verl's re-encoded vision inputs and
+#                M-RoPE position ids against the HF forward's, against the rule vLLM samples with
+#                (Qwen2.5-VL), and vLLM's prompt log-probs against an fp32 HF forward of the same
+#                tokens and frames (see its docstring);
+#   (b) train    two GRPO steps of `python training/run_csgrpo.py --backend verl` on one GPU (vLLM
+#                rollouts, the VideoSeek agent loop, FSDP actor); PASS when it exits 0 and verl's
+#                console logger printed `step:1` and `step:2`.
 #
 # Run from anywhere, on a machine with one CUDA GPU:
 #
@@ -22,9 +23,10 @@
 #     VENV=/scratch/venv OUT=/scratch/smoke bash training/gpu_smoke.sh
 #     DRY_RUN=1 PYTHON=.venv/bin/python bash training/gpu_smoke.sh  # CPU: probe without vLLM, train --dry-run
 #
-# The checks take under 8 minutes on an H200 (each stage runs under `timeout`: PROBE_TIMEOUT=180,
-# TRAIN_TIMEOUT=300 seconds); step (0), when it has to install, is not counted. Logs and results
-# go to $OUT (probe.log, probe/probe.json, train.log, run/).
+# Each stage runs under `timeout` (PROBE_TIMEOUT=150, TRAIN_TIMEOUT=240 seconds), so one family
+# takes at most 6.5 minutes and both at most 13 (FAMILIES=qwen2.5-vl for one); step (0), when it
+# has to install, is not counted. Logs and results go to $OUT/<family>/ (probe.log,
+# probe/probe.json, train.log, run/).
 #
 # The device machine lent in this workplace has no network: step (0) cannot install there. Run
 # the script on a machine with PyPI access, or give it a prepared environment (PYTHON=..., or a
@@ -36,8 +38,9 @@ REPO=$PWD
 
 OUT=${OUT:-/tmp/videoseek-gpu-smoke}
 VENV=${VENV:-.venv-gpu}
-PROBE_TIMEOUT=${PROBE_TIMEOUT:-180}
-TRAIN_TIMEOUT=${TRAIN_TIMEOUT:-300}
+FAMILIES=${FAMILIES:-qwen2.5-vl qwen3-vl}
+PROBE_TIMEOUT=${PROBE_TIMEOUT:-150}
+TRAIN_TIMEOUT=${TRAIN_TIMEOUT:-240}
 DRY_RUN=${DRY_RUN:-0}
 LIGHT_DEPS=(gymnasium pydantic decord av pillow rich tqdm nltk pysbd qwen-vl-utils==0.0.14)
 mkdir -p "$OUT"
@@ -118,8 +121,7 @@ if [[ "$DRY_RUN" != 1 ]]; then
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || true
   if ! cuda=$("$PY" -c "import torch; assert torch.cuda.is_available(), 'torch.cuda.is_available() is False'; print(torch.cuda.get_device_name(0))" 2>&1); then
     result FAIL cuda "${cuda##*$'\n'}"
-    result SKIP probe "no CUDA device"
-    result SKIP train "no CUDA device"
+    result SKIP checks "no CUDA device: no probe, no training"
     summary
     exit 1
   fi
@@ -136,24 +138,7 @@ run_stage() {
   return $rc
 }
 
-# ---- (a) the probe ------------------------------------------------------------------------------
-probe_args=(--out "$OUT/probe")
-[[ "$DRY_RUN" == 1 ]] || probe_args+=(--require-vllm)
-rc=0
-run_stage probe "$PROBE_TIMEOUT" "$OUT/probe.log" "$PY" training/gpu_probe.py "${probe_args[@]}" || rc=$?
-while read -r status name rest; do
-  result "$status" "probe/${name%:}" "$rest"
-done < <(grep -E '^(PASS|FAIL|SKIP) [a-z-]+:' "$OUT/probe.log" || true)
-grep -E '^note:' "$OUT/probe.log" || true
-if [[ $rc -eq 124 || $rc -eq 137 ]]; then
-  result FAIL probe "timed out after ${PROBE_TIMEOUT}s (tail of $OUT/probe.log below)"
-  tail -n 15 "$OUT/probe.log"
-elif [[ $rc -ne 0 ]] && ! grep -qE '^FAIL ' "$OUT/probe.log"; then
-  result FAIL probe "exit status $rc without a check result (tail of $OUT/probe.log below)"
-  tail -n 15 "$OUT/probe.log"
-fi
-
-# ---- (b) two GRPO steps of the verl backend -------------------------------------------------------
+# ---- per family: (a) the probe, (b) two GRPO steps of the verl backend ---------------------------
 # Small lengths and budgets: 4 initial frames, 4 per crop, 112x112 pixels, 3 turns, 48 tokens a turn.
 cat >"$OUT/smoke.yaml" <<'EOF'
 group_size: 2
@@ -174,37 +159,67 @@ if ! "$PY" -c "import flash_attn" >/dev/null 2>&1; then
   echo "flash-attn is not installed: the actor runs with SDPA and use_remove_padding=false"
   overrides+=(actor_rollout_ref.model.use_remove_padding=false +actor_rollout_ref.model.override_config.attn_implementation=sdpa)
 fi
-train_args=(--backend verl --steps 2 --synthetic-n 8 --batch-size 2 --group-size 2 --config "$OUT/smoke.yaml" --out "$OUT/run")
-for o in "${overrides[@]}"; do
-  train_args+=(--override "$o")
-done
-[[ "$DRY_RUN" == 1 ]] && train_args+=(--dry-run)
-rm -rf "$OUT/run"
-rc=0
-run_stage train "$TRAIN_TIMEOUT" "$OUT/train.log" "$PY" training/run_csgrpo.py "${train_args[@]}" || rc=$?
-# verl's console logger (verl/utils/logger/aggregate_logger.py `concat_dict_to_str`) prints one line
-# per step, `step:N - key:value - ...`, with `training/global_step:N` among the keys; Ray prefixes
-# the TaskRunner's lines with `(TaskRunner pid=...) `.
-steps=()
-for n in 1 2; do
-  grep -qE "(^|[ )])step:$n - .*training/global_step:$n( |$)" "$OUT/train.log" && steps+=("$n")
-done
-if [[ "$DRY_RUN" == 1 ]]; then
-  if [[ $rc -eq 0 ]] && grep -q "verl config valid" "$OUT/train.log"; then
-    result PASS train "--dry-run: the overrides compose and validate ($OUT/run/verl_config.yaml)"
-  else
-    result FAIL train "--dry-run exited $rc: $(grep -E 'error|Error' "$OUT/train.log" | tail -1 | cut -c1-300)"
+
+for family in $FAMILIES; do
+  tag=${family//./}  # qwen25-vl, qwen3-vl: names for logs and check labels
+  fout=$OUT/$tag
+  mkdir -p "$fout"
+  echo "==== $family"
+
+  # (a) the probe
+  probe_args=(--out "$fout/probe" --family "$family")
+  [[ "$DRY_RUN" == 1 ]] || probe_args+=(--require-vllm)
+  rc=0
+  run_stage "probe $family" "$PROBE_TIMEOUT" "$fout/probe.log" "$PY" training/gpu_probe.py "${probe_args[@]}" || rc=$?
+  while read -r status name rest; do
+    result "$status" "$tag/probe/${name%:}" "$rest"
+  done < <(grep -E '^(PASS|FAIL|SKIP) [a-z-]+:' "$fout/probe.log" || true)
+  grep -E '^note:' "$fout/probe.log" || true
+  if [[ $rc -eq 124 || $rc -eq 137 ]]; then
+    result FAIL "$tag/probe" "timed out after ${PROBE_TIMEOUT}s (tail of $fout/probe.log below)"
+    tail -n 15 "$fout/probe.log"
+  elif [[ $rc -ne 0 ]] && ! grep -qE '^FAIL ' "$fout/probe.log"; then
+    result FAIL "$tag/probe" "exit status $rc without a check result (tail of $fout/probe.log below)"
+    tail -n 15 "$fout/probe.log"
   fi
-elif [[ $rc -eq 0 && ${#steps[@]} -eq 2 ]]; then
-  line=$(grep -E "(^|[ )])step:2 - " "$OUT/train.log" | tail -1)
-  pick() { grep -oE "(^| )$1:[^ ]+" <<<"$line" | head -1 | tr -d ' '; }
-  result PASS train "2 GRPO steps ($(pick critic/score/mean) $(pick actor/pg_loss) $(pick actor/grad_norm) $(pick timing_s/step))"
-else
-  why="exit status $rc"
-  [[ $rc -eq 124 || $rc -eq 137 ]] && why="timed out after ${TRAIN_TIMEOUT}s"
-  result FAIL train "$why; steps logged: ${steps[*]:-none} (tail of $OUT/train.log below)"
-  grep -E "Error|error:" "$OUT/train.log" | grep -v "^ *File" | tail -n 5 || true
-  tail -n 15 "$OUT/train.log"
-fi
+
+  # (b) two GRPO steps of the verl backend, the family's tiny model standing in for the weights
+  if ! model=$("$PY" -c "from videoseek.agents.tiny_model import ensure_tiny_model; print(ensure_tiny_model(cache_dir='$fout/models', family='$family'))" 2>"$fout/model.log"); then
+    result FAIL "$tag/train" "cannot build the tiny $family model: $(tail -1 "$fout/model.log")"
+    continue
+  fi
+  train_args=(--backend verl --model "$model" --steps 2 --synthetic-n 8 --batch-size 2 --group-size 2 --config "$OUT/smoke.yaml" --out "$fout/run")
+  for o in "${overrides[@]}"; do
+    train_args+=(--override "$o")
+  done
+  [[ "$DRY_RUN" == 1 ]] && train_args+=(--dry-run)
+  rm -rf "$fout/run"
+  rc=0
+  run_stage "train $family" "$TRAIN_TIMEOUT" "$fout/train.log" "$PY" training/run_csgrpo.py "${train_args[@]}" || rc=$?
+  # verl's console logger (verl/utils/logger/aggregate_logger.py `concat_dict_to_str`) prints one line
+  # per step, `step:N - key:value - ...`, with `training/global_step:N` among the keys; Ray prefixes
+  # the TaskRunner's lines with `(TaskRunner pid=...) `.
+  steps=()
+  for n in 1 2; do
+    grep -qE "(^|[ )])step:$n - .*training/global_step:$n( |$)" "$fout/train.log" && steps+=("$n")
+  done
+  if [[ "$DRY_RUN" == 1 ]]; then
+    if [[ $rc -eq 0 ]] && grep -q "verl config valid" "$fout/train.log"; then
+      result PASS "$tag/train" "--dry-run: the overrides compose and validate ($fout/run/verl_config.yaml)"
+    else
+      result FAIL "$tag/train" "--dry-run exited $rc: $(grep -E 'error|Error' "$fout/train.log" | tail -1 | cut -c1-300)"
+    fi
+  elif [[ $rc -eq 0 && ${#steps[@]} -eq 2 ]]; then
+    line=$(grep -E "(^|[ )])step:2 - " "$fout/train.log" | tail -1)
+    pick() { grep -oE "(^| )$1:[^ ]+" <<<"$line" | head -1 | tr -d ' '; }
+    result PASS "$tag/train" "2 GRPO steps ($(pick critic/score/mean) $(pick actor/pg_loss) $(pick actor/grad_norm) $(pick timing_s/step))"
+  else
+    why="exit status $rc"
+    [[ $rc -eq 124 || $rc -eq 137 ]] && why="timed out after ${TRAIN_TIMEOUT}s"
+    result FAIL "$tag/train" "$why; steps logged: ${steps[*]:-none} (tail of $fout/train.log below)"
+    grep -E "Error|error:" "$fout/train.log" | grep -v "^ *File" | tail -n 5 || true
+    tail -n 15 "$fout/train.log"
+  fi
+done
 
 summary

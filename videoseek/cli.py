@@ -18,7 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "rollout": ("videoseek.agents.rollout_cli", "run a policy on a dataset and write trajectories"),
     "eval": ("videoseek.agents.evaluate", "compute metrics of a run directory"),
     "view": ("videoseek.viewer.cli", "open the interactive trajectory viewer in the browser"),
-    "tiny-model": ("videoseek.agents.tiny_model", "build a tiny random Qwen2.5-VL offline"),
+    "tiny-model": ("videoseek.agents.tiny_model", "build a tiny random Qwen2.5-VL or Qwen3-VL offline"),
     "export-verl": ("videoseek.training.export", "write parquet rows for verl's RL dataset"),
     "export-sft": ("videoseek.training.export_sft", "write multi-turn SFT conversations from trajectories"),
     "convert": ("videoseek.envs.convert", "convert public dataset formats into VideoSeek samples"),
