@@ -10,6 +10,11 @@ Everything else (prompting, policies, the verl agent loop, training) is written 
 | who writes `<|vision_start|>...<|vision_end|>` around a video | the chat template | the processor, per frame pair (the renderer unwraps the template's) |
 | M-RoPE positions | `agents.rope.qwen2_5_vl_rope_index` (vLLM's rule; transformers 5.10 differs) | transformers' `Qwen3VLModel.get_rope_index` (one-step videos: the rules coincide) |
 | processor / model classes | `Qwen2_5_VLProcessor`, `Qwen2_5_VLForConditionalGeneration` | `Qwen3VLProcessor`, `Qwen3VLForConditionalGeneration` |
+| video processor pixel bounds (`size`) | per frame | per clip (frames x height x width), in transformers 5.10 |
+
+The env resizes every frame to `EnvConfig.max_pixels` itself, for either family; the processor's
+bounds (and a renderer's `min_pixels` / `max_pixels`) then only round to the token grid, but mean
+per frame for Qwen2.5-VL and per clip for Qwen3-VL.
 """
 
 from __future__ import annotations

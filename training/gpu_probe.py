@@ -77,7 +77,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True, type=Path, help="directory for probe.json and the tiny model")
     p.add_argument("--cache-dir", type=Path, default=None, help="where to build the tiny model (default OUT/models)")
-    p.add_argument("--family", default="qwen2.5-vl", choices=("qwen2.5-vl", "qwen3-vl"), help="tiny model family (default qwen2.5-vl)")
+    from videoseek.agents.families import FAMILIES
+
+    p.add_argument("--family", default="qwen2.5-vl", choices=tuple(FAMILIES), help="tiny model family (default qwen2.5-vl)")
     p.add_argument("--skip-vllm", action="store_true", help="only the checks that need no vLLM")
     p.add_argument("--require-vllm", action="store_true", help="a missing vLLM is a FAIL, not a SKIP (training/gpu_smoke.sh)")
     p.add_argument("--tolerance", type=float, default=TOLERANCE, help=f"max |log-prob diff| in nats (default {TOLERANCE})")
