@@ -4,10 +4,14 @@ vLLM is imported only when a `VLLMPolicy` is built, so the package works without
 vLLM cannot share an environment with verl 0.9.1's transformers pin; install it where you train,
 e.g. verl's stack: `pip install 'verl[vllm]==0.9.1'`).
 
-Each prompt is the `ConversationRenderer`'s token ids, with every vision placeholder already
-expanded, plus the raw frames as `multi_modal_data` (`{"video": [(frames, metadata)]}` or
-`{"image": [frame, ...]}`): vLLM recognises expanded placeholders and only encodes the frames,
-so vLLM, transformers and verl see the same tokens. The same stop rules apply (`<|im_end|>`,
+Each prompt is the `ConversationRenderer`'s token ids with every run of vision placeholders
+collapsed to one (as verl's vLLM server sends them, `qwen2_5_vl_dedup_image_tokens`), plus the
+raw frames as `multi_modal_data` (`{"video": [(frames, metadata)]}` or `{"image": [frame, ...]}`):
+vLLM (0.31 seen here) always re-expands each placeholder itself, so an already expanded prompt
+would grow (599 -> 610 tokens for one clip). For Qwen2.5-VL vLLM's expansion then equals the
+renderer's, so vLLM, transformers and verl see the same tokens (`PolicyOutput.prompt_token_ids`
+are the renderer's). Qwen3-VL is an open problem: its processor writes timestamps and vision
+markers per frame pair, which vLLM writes again (docs/training.md, "Model families"). The same stop rules apply (`<|im_end|>`,
 `</tool_call>`, `</answer>`), special tokens other than the turn's end get a -100 logit bias
 (vLLM's floor), and every request has its own seed derived from the episode id and turn, so an
 episode samples the same tokens whatever batch it runs in.
@@ -35,9 +39,13 @@ def import_vllm() -> Any:
     return vllm
 
 
-def vllm_prompt(rendered: Mapping[str, Any], mm_processor_kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """A vLLM `TokensPrompt` dict for one rendered conversation."""
-    prompt: dict[str, Any] = {"prompt_token_ids": rendered["input_ids"][0].tolist()}
+def vllm_prompt(rendered: Mapping[str, Any], mm_processor_kwargs: Mapping[str, Any], placeholder_ids: Sequence[int] = ()) -> dict[str, Any]:
+    """A vLLM `TokensPrompt` dict for one rendered conversation (runs of `placeholder_ids` collapsed)."""
+    ids = rendered["input_ids"][0].tolist()
+    placeholders = {int(t) for t in placeholder_ids}
+    # One placeholder per run: vLLM expands each into its item's tokens again.
+    collapsed = [t for k, t in enumerate(ids) if not (t in placeholders and k and ids[k - 1] == t)]
+    prompt: dict[str, Any] = {"prompt_token_ids": collapsed}
     if rendered["multi_modal_data"]:
         prompt["multi_modal_data"] = rendered["multi_modal_data"]
         prompt["mm_processor_kwargs"] = dict(mm_processor_kwargs)
@@ -124,7 +132,8 @@ class VLLMPolicy:
             with_assistant_prefix(self.renderer.render(item.messages, add_generation_prompt=True), self.tokenizer, item.prefix)
             for item in batch
         ]
-        prompts = [vllm_prompt(r, self.mm_processor_kwargs) for r in rendered]
+        placeholders = (self.renderer.image_token_id, self.renderer.video_token_id)
+        prompts = [vllm_prompt(r, self.mm_processor_kwargs, placeholders) for r in rendered]
         params = [self.sampling_params(stable_seed(self.seed, item.episode_id, item.turn)) for item in batch]
         results = self.llm.generate(prompts, params, use_tqdm=False)
         return [self._output(r, result.outputs[0]) for r, result in zip(rendered, results)]

