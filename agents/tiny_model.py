@@ -230,25 +230,28 @@ def _qwen3_vl_processor(tokenizer, chat_template: str):
     )
 
 
+def _vision_config(family: ModelFamily, **extra) -> dict:
+    """The vision tower both families share (2 blocks, hidden 128, 2 heads), the family's patches, plus `extra`."""
+    return {
+        "depth": 2,
+        "hidden_size": 128,
+        "intermediate_size": 256,
+        "num_heads": 2,
+        "out_hidden_size": 128,
+        "patch_size": family.patch_size,
+        "spatial_merge_size": family.merge_size,
+        "temporal_patch_size": TEMPORAL_PATCH_SIZE,
+        **extra,
+    }
+
+
 def _qwen2_5_vl_config(tokenizer):
     """Qwen2_5_VLConfig: the shared decoder, a 2-block windowed vision tower of 14 px patches."""
     from transformers import Qwen2_5_VLConfig
 
     return Qwen2_5_VLConfig(
         text_config=_text_config(tokenizer, {"rope_theta": 1000000.0}),
-        vision_config={
-            "depth": 2,
-            "hidden_size": 128,
-            "intermediate_size": 256,
-            "num_heads": 2,
-            "out_hidden_size": 128,
-            "fullatt_block_indexes": [1],
-            "window_size": 112,
-            "tokens_per_second": 2,
-            "patch_size": QWEN2_5_VL.patch_size,
-            "spatial_merge_size": QWEN2_5_VL.merge_size,
-            "temporal_patch_size": TEMPORAL_PATCH_SIZE,
-        },
+        vision_config=_vision_config(QWEN2_5_VL, fullatt_block_indexes=[1], window_size=112, tokens_per_second=2),
         **_vision_token_ids(tokenizer),
         tie_word_embeddings=True,
     )
@@ -264,18 +267,8 @@ def _qwen3_vl_config(tokenizer):
     rope = {"rope_theta": 5000000.0, "mrope_interleaved": True}
     return Qwen3VLConfig(
         text_config=_text_config(tokenizer, rope, head_dim=64, hidden_act="silu", attention_bias=False),
-        vision_config={
-            "depth": 2,
-            "hidden_size": 128,
-            "intermediate_size": 256,
-            "num_heads": 2,
-            "out_hidden_size": 128,
-            "num_position_embeddings": 256,  # a 16x16 learned grid, interpolated to each frame's size
-            "deepstack_visual_indexes": [0, 1],
-            "patch_size": QWEN3_VL.patch_size,
-            "spatial_merge_size": QWEN3_VL.merge_size,
-            "temporal_patch_size": TEMPORAL_PATCH_SIZE,
-        },
+        # a 16x16 learned position grid, interpolated to each frame's size
+        vision_config=_vision_config(QWEN3_VL, num_position_embeddings=256, deepstack_visual_indexes=[0, 1]),
         **_vision_token_ids(tokenizer),
         tie_word_embeddings=True,
     )
