@@ -1,9 +1,16 @@
-"""`videoseek rollout`: run a policy over a dataset and write `RUN/trajectories.jsonl`."""
+"""`videoseek rollout`: run a policy over a dataset and write `RUN/trajectories.jsonl`.
+
+Every video is checked before the first episode (open, metadata, one decoded frame): a bad row is
+one line naming the row, the sample, the path and the cause, and the run stops with exit code 2
+unless `--skip-bad` drops those rows (the same lines, as warnings). An episode that still fails
+mid-run is reported on stderr with its reason after the others finish, and the exit code is 1.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 
@@ -19,10 +26,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-turns", type=int, default=None)
     parser.add_argument("--max-pixels", type=int, default=None)
+    parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                        help="any other EnvConfig field, e.g. --env initial_frames=4 (repeatable)")
     parser.add_argument("--device", default="cpu", help="model policies: cpu or cuda")
     parser.add_argument("--max-new-tokens", type=int, default=256, help="model policies: tokens per turn")
     parser.add_argument("--temperature", type=float, default=1.0, help="model policies: sampling temperature")
     parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--skip-bad", action="store_true",
+                        help="drop rows whose video is missing, empty, truncated or not a video (warned) instead of stopping")  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
@@ -30,12 +41,12 @@ def run(args: argparse.Namespace) -> int:
     from videoseek.agents.rollout import load_policy, run_rollouts
     from videoseek.cli import UserError
     from videoseek.envs.env import EnvConfig
-    from videoseek.envs.sample import VideoSample
+    from videoseek.envs.sample import iter_jsonl_rows
     from videoseek.rewards import RewardConfig
 
-    samples = VideoSample.from_jsonl(args.data)
+    rows = list(iter_jsonl_rows(args.data))
     if args.limit:
-        samples = samples[: args.limit]
+        rows = rows[: args.limit]
     if args.group_size < 1:
         raise UserError("--group-size must be at least 1")
     try:
@@ -43,14 +54,30 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:  # pydantic's ValidationError names the preset and the choices
         raise UserError(f"--reward: {exc.errors()[0]['msg'] if hasattr(exc, 'errors') else exc}") from None
     overrides = {k: v for k, v in (("max_turns", args.max_turns), ("max_pixels", args.max_pixels)) if v is not None}
-    config = EnvConfig(reward=reward, **overrides)
+    for item in args.env:
+        key, sep, value = item.partition("=")
+        if not sep or key not in EnvConfig.model_fields or key == "reward":
+            raise UserError(f"--env {item!r}: expected KEY=VALUE with KEY an EnvConfig field other than reward")
+        overrides[key] = json.loads(value) if value.strip().lower() not in ("decord", "pyav") else value
+    try:
+        config = EnvConfig(reward=reward, **overrides)
+    except ValueError as exc:
+        raise UserError(f"--env: {str(exc).splitlines()[0]}: {exc.errors()[0]['msg'] if hasattr(exc, 'errors') else ''}") from None
     kwargs = {}
     if ":" in args.policy:
         kwargs = {"device": args.device, "max_new_tokens": args.max_new_tokens, "temperature": args.temperature}
-    try:
-        policy = load_policy(args.policy, **kwargs)
-    except (ValueError, OSError) as exc:
-        raise UserError(str(exc).splitlines()[0]) from None
+
+    def policy_or_error():
+        try:
+            return load_policy(args.policy, **kwargs)
+        except (ValueError, OSError) as exc:
+            raise UserError(str(exc).splitlines()[0]) from None
+
+    # Scripted (and unknown) policies load at once; a model loads only after the videos pass the
+    # pre-check (it takes minutes, and bad videos are found in seconds).
+    policy = None if args.policy.startswith(("hf:", "vllm:")) else policy_or_error()
+    samples = precheck_videos(rows, args.data, config.video_backend, skip_bad=args.skip_bad)
+    policy = policy or policy_or_error()
     args.out.mkdir(parents=True, exist_ok=True)
     # What the run was made from: the viewer's play mode finds the dataset here.
     (args.out / "run.json").write_text(json.dumps({
@@ -62,4 +89,61 @@ def run(args: argparse.Namespace) -> int:
     m = summarize(trajs) if trajs else {}
     print(json.dumps({k: m.get(k) for k in ("episodes", "accuracy", "coverage", "evidence", "calls", "reward", "failures")}))
     print(f"trajectories: {args.out / 'trajectories.jsonl'}")
-    return 0
+    failed = [t for t in trajs if t.failure]
+    for t in failed:
+        print(f"videoseek rollout: error: episode {t.episode_id} (sample {t.sample_id}) failed: {t.failure}", file=sys.stderr)
+    if failed:
+        print(f"videoseek rollout: {len(failed)} of {len(trajs)} episodes failed", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def precheck_videos(rows: list, data: Path, backend: str, *, skip_bad: bool = False) -> list:
+    """The samples of `rows` ((line, VideoSample) pairs) whose videos are usable.
+
+    Each distinct video is opened once (the reader stays in the shared pool for the episodes),
+    its metadata read and its last frame decoded: cheap, and it catches missing, empty, truncated
+    and non-video files. A row whose annotations lie past the real end is bad too. Raises
+    UserError after listing the bad rows on stderr, or with `skip_bad` warns and drops them.
+    A declared duration the video disagrees with is a warning (the env uses the video's).
+    """
+    import warnings
+
+    from videoseek.cli import UserError
+    from videoseek.envs.sample import DataError
+    from videoseek.envs.video import DurationMismatchWarning, check_video, reconcile_duration
+
+    infos: dict[str, object] = {}
+    problems: list[str] = []
+    kept = []
+    kind, note = ("warning", " (row skipped)") if skip_bad else ("error", "")
+    for lineno, sample in rows:
+        where = f"{data}:{lineno} (sample {sample.id})"
+        if sample.video not in infos:
+            try:
+                infos[sample.video] = check_video(sample.video, backend)
+            except DataError as exc:
+                infos[sample.video] = exc
+        info = infos[sample.video]
+        problem = None
+        if isinstance(info, DataError):
+            problem = f"{where}: field 'video': {info}"
+        else:
+            try:
+                sample.check_within(info.duration)
+            except ValueError as exc:  # "clue_intervals.0: end 31 is beyond the video duration 20 s"
+                problem = f"{where}: {exc} ({sample.video})"
+        if problem is not None:
+            problems.append(problem)
+            print(f"videoseek rollout: {kind}: {problem}{note}", file=sys.stderr)
+            continue
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", DurationMismatchWarning)
+            reconcile_duration(sample.video, sample.duration, info.duration, where=where)
+        for w in caught:  # once per video: the envs of this file will not warn again
+            print(f"videoseek rollout: warning: {w.message}", file=sys.stderr)
+        kept.append(sample)
+    if problems and not skip_bad:
+        raise UserError(f"{len(problems)} of {len(rows)} rows cannot run (listed above); fix them or pass --skip-bad")
+    if problems and not kept:
+        raise UserError(f"{data}: no usable rows left after --skip-bad")
+    return kept

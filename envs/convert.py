@@ -19,7 +19,8 @@ Four source formats, each converter documenting its mapping field by field (`FIE
   ``metadata["mask_candidates"]`` for ``videoseek annotate-masks``.
 
 Input files may be JSON (an array of records, or one record), JSON Lines, or parquet. Bad rows are
-reported as ``FILE:LINE: field 'x': what is wrong`` (``FILE:row N`` for parquet) and skipped; fields a
+reported as ``FILE:LINE: field 'x': what is wrong`` (``FILE:row N`` for parquet) and skipped, the
+good ones are written (exit status 0; 2 with ``--strict`` or when no row converts); fields a
 converter does not know go to ``metadata`` unchanged, so nothing in the source is lost.
 """
 
@@ -139,16 +140,48 @@ def _iter_json_array(path: Path, text: str) -> Iterator[tuple[str, Any]]:
             pos += 1
         line += text.count("\n", start, pos)
         if pos >= n:
-            raise DataError(f"{path}:{line}: the JSON array is not closed")
+            yield f"{path}:{line}", RowError("row", "the JSON array is not closed (the file ends early)")
+            return
         if text[pos] == "]":
             return
         try:
             record, end = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
-            raise DataError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+            # One broken element must not cost the others: report it and resume after it.
+            yield f"{path}:{line}", RowError("row", f"invalid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})")
+            nxt = _next_array_element(text, pos)
+            if nxt is None:
+                return  # no element can be found after it: the rows before it are kept
+            line += text.count("\n", pos, nxt)
+            pos = nxt
+            continue
         yield f"{path}:{line}", record
         line += text.count("\n", pos, end)
         pos = end
+
+
+def _next_array_element(text: str, pos: int) -> int | None:
+    """Where the array element after the broken one starting at `pos` begins, or None.
+
+    Dumped arrays put each element on its own line at one indentation (nested objects sit deeper),
+    so the next element is the next line holding only that indentation before its "{", after a
+    ",". Bracket counting cannot do this: one unbalanced quote in the broken element flips every
+    string after it. An element that does not start its line (a one-line array) cannot be
+    resynchronised safely: None, and the rest of the file is reported as one bad row."""
+    line_start = text.rfind("\n", 0, pos) + 1
+    indent = text[line_start:pos]
+    if indent.strip():
+        return None
+    needle = "\n" + indent + "{"
+    i = text.find(needle, pos)
+    while i != -1:
+        j = i
+        while j > pos and text[j - 1] in " \t\r\n":
+            j -= 1
+        if text[j - 1] == ",":
+            return i + len(needle) - 1
+        i = text.find(needle, i + 1)
+    return None
 
 
 def _iter_parquet(path: Path) -> Iterator[tuple[str, Any]]:
@@ -168,6 +201,8 @@ _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.S)
 _THINK_TAG = re.compile(r"<think>(.*?)</think>", re.S)
 _OPTION_LINE = re.compile(r"^\s*\(?([A-Z])[\.\):]\s+(\S.*)$")
 _OPTION_LETTER = re.compile(r"^\s*\(?([A-Z])[\.\):]")
+# An option marker inside a line: "A. ", "(B) ", "C) ", "D: " at the start or after a space.
+_INLINE_OPTION = re.compile(r"(?:^|(?<=\s))\(?([A-Z])[\.\):]\s+")
 _SPAN_SPLIT = re.compile(r"\s*(?:-|–|to|,)\s*")
 
 VIDEO_R1_TYPES = {
@@ -232,8 +267,37 @@ def options_from_question(question: str) -> tuple[str, list[str]]:
         lines.pop()
     letters = [_OPTION_LETTER.match(o).group(1) for o in options]
     if len(options) < 2 or letters != [chr(ord("A") + k) for k in range(len(letters))]:
-        return question, []
+        return _inline_options(question)
     return "\n".join(lines).strip(), options
+
+
+def _inline_options(question: str) -> tuple[str, list[str]]:
+    """Options written on the question's last line: "Which pattern? A. blocks B. stripes C. dots"
+    (Open-o3's MCQ records do this). The markers must run A, B, C, ... from the first "A";
+    at least two, else the question is returned unchanged with no options."""
+    lines = question.rstrip().splitlines()
+    if not lines:
+        return question, []
+    last = lines[-1]
+    marks = list(_INLINE_OPTION.finditer(last))
+    for first, mark in enumerate(marks):
+        if mark.group(1) != "A":
+            continue
+        chain = [mark]
+        for later in marks[first + 1 :]:
+            if later.group(1) == chr(ord(chain[-1].group(1)) + 1):
+                chain.append(later)
+        if len(chain) < 2:
+            continue
+        bounds = [m.start() for m in chain] + [len(last)]
+        options = [last[a:b].strip().rstrip(",;").strip() for a, b in zip(bounds, bounds[1:])]
+        if any(not _OPTION_LINE.match(o) for o in options):  # a marker with no text after it
+            continue
+        head = last[: chain[0].start()].rstrip()
+        if head.lower().endswith(("options:", "choices:")):
+            head = head[: head.rfind(" ") + 1 if " " in head else 0].rstrip()
+        return "\n".join([*lines[:-1], head]).strip(), options
+    return question, []
 
 
 def option_letters(options: list[str]) -> list[str] | None:
@@ -763,8 +827,11 @@ def run(args: argparse.Namespace) -> int:
     result = convert_files(args.inputs, args.fmt, opts, strict=args.strict, limit=args.limit, progress=True)
     for line in result.errors:
         print(line, file=sys.stderr)
-    write_jsonl(result.samples, args.out)
     skipped = ", ".join(f"{n} {reason}" for reason, n in sorted(result.skipped.items())) or "none"
+    if not result.samples:  # an empty output would only hide the failure from the next step
+        raise DataError(f"no row converted ({len(result.errors)} bad rows, skipped: {skipped}); {args.out} not written")
+    write_jsonl(result.samples, args.out)
     print(f"wrote {len(result.samples)} samples to {args.out}; skipped: {skipped}; "
           f"bad rows: {len(result.errors)}; renamed duplicate ids: {result.renamed_ids}")
-    return 1 if result.errors else 0
+    # Bad rows are named above and dropped; the good ones are a usable dataset (--strict for 2).
+    return 0

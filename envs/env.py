@@ -15,7 +15,7 @@ from videoseek.envs.actions import Action, Answer, CropVideo, Invalid, ParsedTur
 from videoseek.envs.evidence import EvidenceState
 from videoseek.envs.sample import DataError, VideoSample
 from videoseek.envs.trajectory import CallInfo, FrameRef, GroupInfo, Observation, Trajectory, Turn
-from videoseek.envs.video import fit_pixels, open_video
+from videoseek.envs.video import fit_pixels, open_video, reconcile_duration
 from videoseek.rewards import EpisodeSummary, RewardConfig, accuracy_reward, score_episode
 
 Obs = dict[str, Any]
@@ -142,7 +142,9 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
             self.video = open_video(sample.video, self.config.video_backend)
         except DataError as exc:
             raise DataError(f"sample {sample.id}: {exc}") from None
-        self.duration = float(sample.duration or self.video.duration)
+        # A declared duration off the file's (warned once per video) would put sparse frames and
+        # crops past the real end, where every time maps to the last frame: use the video's.
+        self.duration = reconcile_duration(sample.video, sample.duration, self.video.duration, where=f"sample {sample.id}")
         try:
             sample.check_within(self.video.duration)
         except ValueError as exc:

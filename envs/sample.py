@@ -22,12 +22,37 @@ class DataError(ValueError):
 
 
 class ProblemType(str, Enum):
+    """The kind of answer a question wants. The public datasets' spellings are accepted too
+    (Video-R1's "multiple choice", "free-form", "OCR"; "open-ended", "numeric", "mcq", ...)."""
+
     multiple_choice = "multiple_choice"
     numerical = "numerical"
     free_form = "free_form"
     ocr = "ocr"
     regression = "regression"
     temporal_grounding = "temporal_grounding"
+
+    @classmethod
+    def _missing_(cls, value: object) -> ProblemType | None:
+        # Called by ProblemType(x) and by pydantic's validation of every `problem_type` field when
+        # `x` is not a canonical value: fold case, spaces and hyphens, then look up the aliases.
+        if not isinstance(value, str):
+            return None
+        key = "_".join(value.strip().lower().replace("-", " ").split())
+        name = _PROBLEM_TYPE_ALIASES.get(key, key)
+        return cls.__members__.get(name)
+
+
+_PROBLEM_TYPE_ALIASES = {
+    "multiple_choice": "multiple_choice", "multiplechoice": "multiple_choice", "multi_choice": "multiple_choice",
+    "mcq": "multiple_choice", "mc": "multiple_choice",
+    "free_form": "free_form", "freeform": "free_form", "open_ended": "free_form", "openended": "free_form",
+    "open": "free_form",
+    "numerical": "numerical", "numeric": "numerical", "number": "numerical",
+    "ocr": "ocr",
+    "regression": "regression",
+    "temporal_grounding": "temporal_grounding", "grounding": "temporal_grounding", "tvg": "temporal_grounding",
+}  # fmt: skip
 
 
 class KeyFrame(BaseModel):
@@ -141,8 +166,26 @@ def _format_validation_error(err: ValidationError) -> str:
     return f"field {field!r}: {first['msg']}"
 
 
+def parse_json_line(line: str) -> Any:
+    """One JSON Lines row; ValueError "invalid JSON (MSG at column N)" with N the column in the file.
+
+    The line end is dropped first: parsed with it, an unfinished row reports its error at "line 2
+    column 1" of the row instead of where the file's line ends (check-data and this API differed).
+    """
+    try:
+        return json.loads(line.rstrip("\r\n"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"invalid JSON ({exc.msg} at column {exc.colno})") from None
+
+
 def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[VideoSample]:
     """Yield samples one by one; raises `DataError` with file, line and field on a bad row."""
+    for _, sample in iter_jsonl_rows(path):
+        yield sample
+
+
+def iter_jsonl_rows(path: str | os.PathLike[str]) -> Iterator[tuple[int, VideoSample]]:
+    """Like `iter_jsonl`, with each sample's line number (for messages about the row later)."""
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: dataset file not found")
@@ -153,9 +196,9 @@ def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[VideoSample]:
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path}:{lineno}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+                row = parse_json_line(line)
+            except ValueError as exc:
+                raise DataError(f"{path}:{lineno}: {exc}") from None
             if not isinstance(row, dict):
                 raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
             try:
@@ -168,7 +211,7 @@ def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[VideoSample]:
             seen.add(sample.id)
             if not os.path.isabs(sample.video):
                 sample.video = os.path.normpath(base / sample.video)
-            yield sample
+            yield lineno, sample
 
 
 def write_jsonl(samples: list[VideoSample], path: str | os.PathLike[str]) -> Path:

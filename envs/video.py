@@ -6,15 +6,24 @@ it shows. Frames pass through `FRAME_CACHE`, a process-wide LRU bounded in bytes
 threads: the G rollouts of one sample (and every env on the same file) decode each frame once.
 Cached arrays are read-only, so no caller can change what another one sees.
 
-Errors are `DataError`s naming the path: a missing file, a file no decoder opens, a video with no
-frames. Decoder exceptions never escape raw.
+Errors are `DataError`s naming the path: a missing file, a file no decoder opens, a truncated or
+corrupt video, a video with no frames. Decoder exceptions never escape raw, and the decoders' own
+log lines are silenced (`VIDEOSEEK_DECODER_LOGS=1` keeps them, for debugging a decoder).
+
+One `VideoReader` per file is shared by every env that opens it (`open_video`), so concurrent
+episodes of one video hold one decoder and decode each frame once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
+import struct
+import sys
 import threading
-from collections import OrderedDict
+import warnings
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -26,6 +35,15 @@ from PIL import Image, ImageDraw, ImageFont
 from videoseek.envs.sample import DataError
 
 BACKENDS = ("decord", "pyav")
+
+# Readers opened and frames decoded since import (tests and bench/bench_reader_share.py read them).
+STATS: Counter = Counter()
+_STATS_LOCK = threading.Lock()
+
+
+def _count(key: str, n: int = 1) -> None:
+    with _STATS_LOCK:
+        STATS[key] += n
 
 
 @dataclass(frozen=True)
@@ -63,6 +81,14 @@ class FrameCache:
             self.hits += 1
             return arr
 
+    def peek(self, key: tuple) -> np.ndarray | None:
+        """Like `get`, without counting a hit or a miss."""
+        with self._lock:
+            arr = self._data.get(key)
+            if arr is not None:
+                self._data.move_to_end(key)
+            return arr
+
     def put(self, key: tuple, arr: np.ndarray) -> np.ndarray:
         arr = np.ascontiguousarray(arr)
         arr.setflags(write=False)
@@ -96,13 +122,140 @@ class FrameCache:
 FRAME_CACHE = FrameCache(int(os.environ.get("VIDEOSEEK_FRAME_CACHE_MB", "512")) * 2**20)
 
 
+# ---- decoder noise ----------------------------------------------------------------------------
+_KEEP_DECODER_LOGS = os.environ.get("VIDEOSEEK_DECODER_LOGS", "") not in ("", "0")
+_quiet_done: set[str] = set()
+
+
+def _quiet_decoder_logs(backend: str) -> None:
+    """Turn off the FFmpeg log lines each backend's bundled libav prints on a bad file or packet
+    ("[h264 @ 0x...] Invalid NAL unit size", "moov atom not found"): the DataError says it once."""
+    if _KEEP_DECODER_LOGS or backend in _quiet_done:
+        return
+    _quiet_done.add(backend)
+    if backend == "decord":
+        import decord
+
+        decord.logging.set_level(decord.logging.QUIET)
+    import av.logging  # PyAV >= 13 ignores FFmpeg's logs by default; older releases forward them
+
+    try:
+        av.logging.set_level(None)
+    except (TypeError, ValueError):  # pragma: no cover - PyAV 12
+        av.logging.set_level(av.logging.PANIC)
+
+
+_fd2_lock = threading.Lock()
+_fd2_users = 0
+_fd2_saved: int | None = None
+
+
+@contextlib.contextmanager
+def quiet_stderr():
+    """Point fd 2 at /dev/null for the duration: decord's C++ code prints its own "ERROR opening"
+    lines there, which no log level reaches. Counted, so overlapping users in threads restore the
+    real stderr only when the last one leaves. Keep the window short: every thread's stderr is
+    muted while it is open (only decord's open is wrapped, a few ms)."""
+    global _fd2_users, _fd2_saved
+    if _KEEP_DECODER_LOGS:
+        yield
+        return
+    with _fd2_lock:
+        if _fd2_users == 0:
+            try:
+                sys.stderr.flush()
+                saved = os.dup(2)
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, 2)
+                os.close(devnull)
+                _fd2_saved = saved
+            except OSError:  # no fd 2 (embedded interpreters): nothing to silence
+                _fd2_saved = None
+        _fd2_users += 1
+    try:
+        yield
+    finally:
+        with _fd2_lock:
+            _fd2_users -= 1
+            if _fd2_users == 0 and _fd2_saved is not None:
+                os.dup2(_fd2_saved, 2)
+                os.close(_fd2_saved)
+                _fd2_saved = None
+
+
+# ---- truncated files ----------------------------------------------------------------------------
+_MP4_BOXES = {b"ftyp", b"moov", b"mdat", b"free", b"skip", b"wide", b"uuid", b"meta", b"moof", b"mfra", b"styp", b"sidx", b"pdin"}
+
+
+def mp4_truncation(path: str) -> str | None:
+    """Why an MP4/MOV file is cut short, or None: the top-level boxes (size + type headers, a few
+    reads) must tile the file, and a file cut mid-'mdat' or before its 'moov' index is truncated.
+    Decoders report these cryptically ("av_read_frame failed with 1094995529", "moov atom not
+    found") or only when a missing frame is requested; files that are not MP4 pass through."""
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+            if len(head) < 8 or head[4:8] not in (b"ftyp", b"moov", b"mdat", b"free", b"wide", b"skip"):
+                return None  # not ISO-BMFF: leave it to the decoders
+            pos, seen = 0, set()
+            while pos < size:
+                fh.seek(pos)
+                hdr = fh.read(16)
+                if len(hdr) < 8:
+                    return f"the file ends inside a box header at byte {pos}"
+                box_size, box_type = struct.unpack(">I4s", hdr[:8])
+                if box_size == 1:
+                    if len(hdr) < 16:
+                        return f"the file ends inside a box header at byte {pos}"
+                    box_size = struct.unpack(">Q", hdr[8:16])[0]
+                elif box_size == 0:  # extends to the end of the file
+                    box_size = size - pos
+                if box_type not in _MP4_BOXES and not box_type.isalnum():
+                    return None  # unknown layout: do not guess
+                if box_size < 8:
+                    return f"box {box_type.decode('latin-1')!r} at byte {pos} has an invalid size {box_size}"
+                if pos + box_size > size:
+                    return (f"the file ends inside its {box_type.decode('latin-1')!r} box "
+                            f"({size - pos} of {box_size} bytes)")  # fmt: skip
+                seen.add(box_type)
+                pos += box_size
+            if b"moov" not in seen and b"moof" not in seen:
+                return "it has no 'moov' index (the file was cut before the index was written)"
+    except OSError:
+        return None
+    return None
+
+
+def _decoder_gist(exc: BaseException) -> str:
+    """A decoder exception's message, short: PyAV's FFmpeg error text, or decord's without its
+    "[hh:mm:ss] /path/file.cc:123:" prefixes and "Check failed: ..." internals."""
+    strerror = getattr(exc, "strerror", None)
+    if isinstance(strerror, str) and strerror:
+        return strerror  # PyAV: "Invalid data found when processing input"
+    text = re.sub(r"\[\d\d:\d\d:\d\d\]\s*\S+?:\d+:\s*", "", str(exc)).strip()
+    text = text.splitlines()[0] if text else ""
+    text = text.rsplit("Thread worker: ", 1)[-1]  # decord: "Check failed: avcodec_...() Thread worker: Error sending packet."
+    return (text if len(text) <= 100 else text[:97] + "...") or type(exc).__name__
+
+
 # ---- decoding backends ------------------------------------------------------------------------
 class _DecordSource:
     def __init__(self, path: str) -> None:
+        import av
         import decord
 
+        # The container header first: PyAV's error on a non-video says why ("Invalid data found
+        # when processing input"); decord's says "Error reading PATH..." and prints the cause.
+        with av.open(path) as c:
+            if not c.streams.video:
+                raise DataError(f"{path}: no video stream")
+            cc = c.streams.video[0].codec_context
+            # decord has no size query and decoding a frame for it costs a seek; the header has it.
+            self.width, self.height = int(cc.width), int(cc.height)
         decord.bridge.set_bridge("native")
-        self._vr = decord.VideoReader(path, ctx=decord.cpu(0), num_threads=1)
+        with quiet_stderr():
+            self._vr = decord.VideoReader(path, ctx=decord.cpu(0), num_threads=1)
         n = len(self._vr)
         if n == 0:
             raise DataError(f"{path}: video has no frames")
@@ -110,12 +263,6 @@ class _DecordSource:
         self.pts = np.asarray(self._vr.get_frame_timestamp(np.arange(n))[:, 0], dtype=np.float64)
         self.frame_end = float(self._vr.get_frame_timestamp([n - 1])[0, 1])
         self.fps = float(self._vr.get_avg_fps())
-        # decord has no size query and decoding a frame for it costs a seek; the container header has it.
-        import av
-
-        with av.open(path) as c:
-            cc = c.streams.video[0].codec_context
-            self.width, self.height = int(cc.width), int(cc.height)
 
     def decode(self, indices: Sequence[int]) -> np.ndarray:
         frames = self._vr.get_batch(list(indices)).asnumpy()
@@ -134,6 +281,8 @@ class _PyAVSource:
 
         self._path = path
         with av.open(path) as c:
+            if not c.streams.video:
+                raise DataError(f"{path}: no video stream")
             stream = c.streams.video[0]
             tb = float(stream.time_base)
             pts = sorted(p.pts for p in c.demux(stream) if p.pts is not None)
@@ -176,15 +325,20 @@ def _open_source(path: str, backend: str):
         raise DataError(f"{path}: video file not found")
     if os.path.getsize(path) == 0:
         raise DataError(f"{path}: video file is empty")
+    cut = mp4_truncation(path)
+    if cut is not None:
+        raise DataError(f"{path}: truncated or corrupt video: {cut}")
     try:
-        return _DecordSource(path) if backend == "decord" else _PyAVSource(path)
+        _quiet_decoder_logs(backend)
+        source = _DecordSource(path) if backend == "decord" else _PyAVSource(path)
     except DataError:
         raise
     except ImportError as exc:
         raise DataError(f"video backend {backend!r} is not installed ({exc})") from None
     except Exception as exc:  # decoders raise many types; the user needs the path and the gist
-        msg = str(exc).strip().splitlines()[0][:120] if str(exc).strip() else type(exc).__name__
-        raise DataError(f"{path}: cannot decode video with {backend} ({msg})") from None
+        raise DataError(f"{path}: cannot decode video with {backend} ({_decoder_gist(exc)})") from None
+    _count("opens")
+    return source
 
 
 # ---- resizing and overlay ---------------------------------------------------------------------
@@ -288,52 +442,157 @@ class VideoReader:
         todo = sorted({i for i in indices if i not in got})
         if todo:
             with self._lock:
-                try:
-                    raw = self._src.decode(todo)
-                except DataError:
-                    raise
-                except Exception as exc:
-                    raise DataError(f"{self.path}: decoding frames failed ({type(exc).__name__}: {str(exc)[:100]})") from None
-            for i, frame in zip(todo, raw):
-                if (frame.shape[1], frame.shape[0]) != size:
-                    frame = np.asarray(Image.fromarray(frame).resize(size, Image.BILINEAR))
-                if overlay:
-                    frame = overlay_timestamp(frame, self._src.pts[i])
-                got[i] = self.cache.put((self._file_key, i, size, overlay), frame)
+                # Envs that missed the same frames at once queue here: the first one decodes and
+                # caches them, the others find them now instead of decoding them again.
+                for i in todo:
+                    arr = self.cache.peek((self._file_key, i, size, overlay))
+                    if arr is not None:
+                        got[i] = arr
+                todo = [i for i in todo if i not in got]
+                raw = self._decode(todo) if todo else []
+                for i, frame in zip(todo, raw):
+                    if (frame.shape[1], frame.shape[0]) != size:
+                        frame = np.asarray(Image.fromarray(frame).resize(size, Image.BILINEAR))
+                    if overlay:
+                        frame = overlay_timestamp(frame, self._src.pts[i])
+                    got[i] = self.cache.put((self._file_key, i, size, overlay), frame)
         w, h = size
         frames = np.stack([got[i] for i in indices]) if indices else np.zeros((0, h, w, 3), np.uint8)
         return frames, self._src.pts[indices].copy() if indices else np.zeros(0)
+
+    def _decode(self, indices: list[int]) -> np.ndarray:
+        """Decode `indices` (caller holds the lock); a decoder failure is a one-line DataError."""
+        try:
+            raw = self._src.decode(indices)
+        except DataError:
+            raise
+        except Exception as exc:
+            pts = self._src.pts
+            if len(indices) == 1:
+                span = f"frame {indices[0]} ({pts[indices[0]]:.2f} s) does"
+            else:
+                span = f"frames {indices[0]}-{indices[-1]} ({pts[indices[0]]:.2f}-{pts[indices[-1]]:.2f} s) do"
+            raise DataError(f"{self.path}: truncated or corrupt video: {span} not decode ({self.backend}: {_decoder_gist(exc)})") from None
+        _count("decoded_frames", len(indices))
+        return raw
+
+    def verify_frames(self, indices: Sequence[int] | None = None, chunk: int = 32) -> int:
+        """Decode frames to prove they decode, without caching them (check-data); all frames when
+        `indices` is None, in runs of `chunk` consecutive ones. Returns how many were decoded;
+        raises DataError "truncated or corrupt video" naming the first failing frame or run."""
+        todo = list(range(self.num_frames)) if indices is None else sorted({int(i) for i in indices})
+        # A spread is decoded one frame per call (each failure names its frame); every frame in
+        # consecutive runs, which decode sequentially without a seek each.
+        runs = [todo[k : k + chunk] for k in range(0, len(todo), chunk)] if indices is None else [[i] for i in todo]
+        with self._lock:
+            for run in runs:
+                self._decode(run)
+        return len(todo)
 
 
 # Readers are shared per (path, backend): opening decord costs a few ms and G envs use one file.
 _READERS: OrderedDict[tuple[str, str], VideoReader] = OrderedDict()
 _READERS_LOCK = threading.Lock()
+_OPENING: dict[tuple[str, str], threading.Lock] = {}  # one lock per file being opened
 _MAX_OPEN_READERS = 32
 
 
+def _cached_reader(key: tuple[str, str]) -> VideoReader | None:
+    """The pooled reader of `key` if the file has not changed since it was opened (holds the lock)."""
+    reader = _READERS.get(key)
+    if reader is None:
+        return None
+    try:
+        st = os.stat(key[0])
+        fresh = reader._file_key[1:] == (st.st_size, st.st_mtime_ns)
+    except OSError:
+        fresh = False
+    if not fresh:
+        del _READERS[key]
+        return None
+    _READERS.move_to_end(key)
+    return reader
+
+
 def open_video(path: str | os.PathLike[str], backend: str = "decord") -> VideoReader:
-    """A shared `VideoReader` for `path` (bounded pool of open files, reopened if the file changed)."""
+    """The shared `VideoReader` for `path` (bounded pool of open files, reopened if the file changed).
+
+    Threads that open the same file at once get one reader: the first opens it under a per-file
+    lock while the others wait for it (before, each opened its own decoder: 256 concurrent
+    episodes on 32 threads held twice the memory and decoded 1.5x the frames). Other files open
+    in parallel meanwhile.
+    """
     key = (str(Path(path).resolve()), backend)
     with _READERS_LOCK:
-        reader = _READERS.get(key)
+        reader = _cached_reader(key)
         if reader is not None:
-            try:
-                st = os.stat(key[0])
-                fresh = reader._file_key[1:] == (st.st_size, st.st_mtime_ns)
-            except OSError:
-                fresh = False
-            if fresh:
-                _READERS.move_to_end(key)
+            return reader
+        opening = _OPENING.setdefault(key, threading.Lock())
+    with opening:
+        with _READERS_LOCK:
+            reader = _cached_reader(key)
+            if reader is not None:
                 return reader
-            del _READERS[key]
-    reader = VideoReader(path, backend=backend)
-    with _READERS_LOCK:
-        _READERS[key] = reader
-        while len(_READERS) > _MAX_OPEN_READERS:
-            _READERS.popitem(last=False)
+        try:
+            reader = VideoReader(path, backend=backend)
+        except BaseException:
+            with _READERS_LOCK:  # waiters then try themselves (and name the same error)
+                if _OPENING.get(key) is opening:
+                    del _OPENING[key]
+            raise
+        # Pooled and unlocked in one step: a thread arriving in between would open a second one.
+        with _READERS_LOCK:
+            _READERS[key] = reader
+            while len(_READERS) > _MAX_OPEN_READERS:
+                _READERS.popitem(last=False)
+            if _OPENING.get(key) is opening:
+                del _OPENING[key]  # waiters hold their reference; newcomers find the reader
     return reader
 
 
 def probe_video(path: str | os.PathLike[str], backend: str = "decord") -> VideoInfo:
     """Open a video and return its frame count, fps, duration and size (DataError if unusable)."""
     return open_video(path, backend).info
+
+
+def check_video(path: str | os.PathLike[str], backend: str = "decord") -> VideoInfo:
+    """Cheap proof that a video is usable before episodes start: open it, read its metadata and
+    decode its last frame (a cut or damaged tail is the common failure). DataError says why."""
+    reader = open_video(path, backend)
+    reader.verify_frames([reader.num_frames - 1])
+    return reader.info
+
+
+# ---- declared vs real duration ------------------------------------------------------------------
+# Beyond both of these a row's `duration` is wrong, not rounded (check-data's own error threshold
+# is tighter: 0.5 s / 2 %).
+DURATION_WARN_S = 1.0
+DURATION_WARN_REL = 0.05
+_duration_warned: set[str] = set()
+_duration_lock = threading.Lock()
+
+
+class DurationMismatchWarning(UserWarning):
+    """A sample's `duration` disagrees with its video; the video's is used."""
+
+
+def durations_differ(declared: float, real: float) -> bool:
+    """True when a declared duration is off the real one by more than 1 s and more than 5 %."""
+    return abs(declared - real) > max(DURATION_WARN_S, DURATION_WARN_REL * real)
+
+
+def reconcile_duration(path: str, declared: float | None, real: float, *, where: str = "") -> float:
+    """The duration to use for a sample: its declared one, unless that disagrees with the video's
+    (then the video's, so sparse frames and crops stay inside the real video). The mismatch is
+    warned once per video path (`DurationMismatchWarning`), however many samples or envs use it."""
+    if declared is None or not durations_differ(declared, real):
+        return float(declared if declared is not None else real)
+    key = str(Path(path).resolve())
+    with _duration_lock:
+        first = key not in _duration_warned
+        _duration_warned.add(key)
+    if first:
+        prefix = f"{where}: " if where else ""
+        warnings.warn(f"{prefix}field 'duration': {declared:g} s but {path} lasts {real:.3f} s; using the video's",
+                      DurationMismatchWarning, stacklevel=2)  # fmt: skip
+    return float(real)

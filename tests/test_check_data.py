@@ -98,7 +98,7 @@ def test_fix_durations_fills_from_the_videos(synth_set, tmp_path, capsys):
     rows[0]["clue_intervals"] = [[rows[0]["clue_intervals"][0][0], truth[rows[0]["id"]] + 0.3]]  # overshoots by 0.3 s
     src = _write(synth_set.parent / "undated.jsonl", rows)  # beside the videos: relative paths resolve
 
-    assert main(["check-data", str(src)]) == 1  # the overshoot cannot be checked away without fixing
+    assert main(["check-data", str(src)]) == 2  # the overshoot cannot be checked away without fixing
     assert "beyond the video duration" in capsys.readouterr().err
 
     out = tmp_path / "elsewhere" / "fixed.jsonl"
