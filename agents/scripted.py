@@ -8,6 +8,9 @@ measure of how much the tasks need seeking.
 - `oracle`: crops each clue interval, reasons in Ref-Delta form, answers from what it saw.
 - `uniform`: scans the video in fixed windows, then answers from everything it saw.
 - `random`: crops 1–3 random spans, then answers.
+- `sweep`: scans equal windows in order and answers as soon as the frames show the answer;
+  `sweep-shuffled` visits the windows in a random order (wrong first crops, then a correction).
+  These are the searchers whose traces teach a model to seek (`make learn`).
 - `no-tool`: answers from the sparse initial frames alone.
 """
 
@@ -99,8 +102,10 @@ class OraclePolicy(ScriptedPolicy):
 
     name = "oracle"
 
-    def __init__(self, pad: float = 0.25) -> None:
-        self.pad = pad
+    def __init__(self, pad: float = 0.25, brief: bool = False) -> None:
+        self.pad, self.brief = pad, brief
+        if brief:
+            self.name = "oracle-brief"
 
     def turn(self, inp: PolicyInput) -> PolicyOutput:
         duration = inp.evidence.duration
@@ -109,7 +114,11 @@ class OraclePolicy(ScriptedPolicy):
         if k < len(spans):
             s, e = spans[k]
             why = "The sparse frames do not show the moment the question is about." if k == 0 else "I need the next clue."
+            if self.brief:
+                return PolicyOutput(text=f"<think>{'The sparse frames do not show it.' if k == 0 else 'I need the next clue.'}</think>\n{tool_call(s, e)}")
             return PolicyOutput(text=f"<think>{why} I will look at {s:.1f}-{e:.1f}s.</think>\n{tool_call(s, e)}")
+        if self.brief:  # one line naming what was seen, as the searchers write (short SFT traces)
+            return seen_answer(inp) or answer_from_frames(inp, "I did not see it.")
         return answer_from_frames(inp, reasoning_of(inp.sample.reference_reasoning) + grounded_evidence(inp.sample))
 
 
@@ -148,6 +157,52 @@ class RandomPolicy(ScriptedPolicy):
         return answer_from_frames(inp, "I looked at random spans.")
 
 
+class SweepPolicy(ScriptedPolicy):
+    """Crops `windows` equal windows one per turn until the frames seen answer, then answers.
+
+    `shuffled=True` visits the windows in a random order fixed per episode (a stable hash of the
+    episode id), so most of its first crops miss and later ones correct them. The thinking names
+    what was seen as the option text, so a trace ties the pixels to the answer it gives.
+    """
+
+    name = "sweep"
+
+    def __init__(self, windows: int = 4, shuffled: bool = False) -> None:
+        self.windows, self.shuffled = windows, shuffled
+        if shuffled:
+            self.name = "sweep-shuffled"
+
+    def turn(self, inp: PolicyInput) -> PolicyOutput:
+        answered = seen_answer(inp)
+        k, d = _calls_made(inp), inp.evidence.duration
+        if answered is not None:
+            return answered
+        if k >= self.windows:
+            return PolicyOutput(text=f"<think>I did not see it anywhere.</think>\n<answer>{guess(inp.sample, inp.rng)}</answer>")
+        order = np.random.default_rng(zlib.crc32(inp.episode_id.encode())).permutation(self.windows) if self.shuffled else range(self.windows)
+        w = list(order)[k]
+        why = "The sparse frames do not show it." if k == 0 else "Not in that window."
+        return PolicyOutput(text=f"<think>{why}</think>\n{tool_call(w * d / self.windows, (w + 1) * d / self.windows)}")
+
+
+def seen_answer(inp: PolicyInput) -> PolicyOutput | None:
+    """The answer turn when the frames seen so far answer the question (None when they do not)."""
+    frames, times = seen_frames(inp.messages)
+    answer = perceive(inp.sample, frames, times) if frames is not None else None
+    if answer is None:
+        return None
+    return PolicyOutput(text=f"<think>I can see it now: {option_text(inp.sample, answer)}.</think>\n<answer>{answer}</answer>")
+
+
+def option_text(sample: VideoSample, answer: str) -> str:
+    """The text of the option `answer` names ("green" for "C" of "C. green"), else the answer itself."""
+    for option in sample.options or []:
+        letter, _, text = option.partition(".")
+        if letter.strip() == answer and text.strip():
+            return text.strip()
+    return answer
+
+
 class NoToolPolicy(ScriptedPolicy):
     """Answers at once from the sparse initial frames."""
 
@@ -157,4 +212,12 @@ class NoToolPolicy(ScriptedPolicy):
         return answer_from_frames(inp, "I answer from the initial frames.")
 
 
-SCRIPTED = {"oracle": OraclePolicy, "uniform": UniformPolicy, "random": RandomPolicy, "no-tool": NoToolPolicy}
+SCRIPTED = {
+    "oracle": OraclePolicy,
+    "oracle-brief": lambda: OraclePolicy(brief=True),
+    "uniform": UniformPolicy,
+    "random": RandomPolicy,
+    "sweep": SweepPolicy,
+    "sweep-shuffled": lambda: SweepPolicy(shuffled=True),
+    "no-tool": NoToolPolicy,
+}

@@ -19,6 +19,11 @@ tool response is a user turn wrapped in `<tool_response>` ... `</tool_response>`
 Qwen2.5 / Qwen3 templates render tool messages. Qwen2.5-VL's own template has no tool support,
 so this keeps SFT tokens equal to the rollout's tokens with either template.
 
+A third column, `video_times`, holds each video's exact frame times (seconds in the source
+video; verl's dataset ignores it): `training/run_sft.py`'s local backend reads the rows back into
+the RL renderer's messages with `sft_messages`, frames at their real times, so local SFT trains on
+the very tokens a rollout of the same episode has.
+
 Which episodes: origin episodes that ended with an answer and no failure; `--only-correct`
 (default) keeps those whose answer is correct.
 """
@@ -83,14 +88,16 @@ def video_entry(frames: list[FrameRef], run_dir: Path, where: str) -> dict[str, 
     return {"video": paths, "sample_fps": float(frame_rate([f.t for f in frames]))}
 
 
-def conversation(traj: Trajectory, run_dir: Path, system: str) -> tuple[list[dict[str, str]], list[dict[str, Any]]]:
-    """(messages, videos) of one trajectory."""
+def conversation(traj: Trajectory, run_dir: Path, system: str) -> tuple[list[dict[str, str]], list[dict[str, Any]], list[list[float]]]:
+    """(messages, videos, video_times) of one trajectory."""
     where = f"{run_dir}/trajectories.jsonl episode {traj.episode_id}"
     videos: list[dict[str, Any]] = []
+    times: list[list[float]] = []
     user = traj.initial.text
     if traj.initial.frames:
         user = frames_text(traj.initial.frames) + "\n" + user
         videos.append(video_entry(traj.initial.frames, run_dir, where))
+        times.append([float(f.t) for f in traj.initial.frames])
     messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
     for k, turn in enumerate(traj.turns):
         messages.append({"role": "assistant", "content": turn.assistant})
@@ -100,8 +107,57 @@ def conversation(traj: Trajectory, run_dir: Path, system: str) -> tuple[list[dic
         if turn.observation.frames:
             body += "\n" + frames_text(turn.observation.frames)
             videos.append(video_entry(turn.observation.frames, run_dir, where))
-        messages.append({"role": "user", "content": "<tool_response>\n" + body + "\n</tool_response>"})
-    return messages, videos
+            times.append([float(f.t) for f in turn.observation.frames])
+        messages.append({"role": "user", "content": TOOL_OPEN + body + TOOL_CLOSE})
+    return messages, videos, times
+
+
+TOOL_OPEN, TOOL_CLOSE = "<tool_response>\n", "\n</tool_response>"
+
+
+def _split_frames(content: str, where: str) -> tuple[str, str]:
+    """(text before the frames' label, text after the placeholder) of a message with one video."""
+    head, sep, tail = content.partition(VIDEO)
+    label = head.rfind("Frames at ")
+    if not sep or label < 0 or VIDEO in tail:
+        raise DataError(f"{where}: expected one 'Frames at ...:\\n<video>' block")
+    return head[:label], tail
+
+
+def sft_messages(row: dict[str, Any], where: str = "row") -> list[Any]:
+    """The renderer `Message`s of one exported row (the inverse of `conversation`), frames loaded.
+
+    The system message keeps its baked-in tool block: render these with a renderer built with
+    `tools=()` and the ids equal those of the live episode rendered with the crop_video tool.
+    """
+    from PIL import Image
+    from videoseek.agents.policy import Message
+
+    videos, times = list(row.get("videos", [])), list(row.get("video_times", []))
+    if len(times) != len(videos):
+        raise DataError(f"{where}: field 'video_times' has {len(times)} entries for {len(videos)} videos (re-export with this version)")
+    out: list[Message] = []
+    k = 0
+    for i, m in enumerate(row["messages"]):
+        role, content = str(m["role"]), str(m["content"])
+        if VIDEO not in content:
+            tool = role == "user" and content.startswith(TOOL_OPEN) and content.endswith(TOOL_CLOSE)
+            out.append(Message("tool", content[len(TOOL_OPEN) : -len(TOOL_CLOSE)]) if tool else Message(role, content))
+            continue
+        if k >= len(videos):
+            raise DataError(f"{where}: message {i} has a <video> beyond the {len(videos)} entries of 'videos'")
+        paths, ts = list(videos[k]["video"]), np.asarray(times[k], dtype=np.float64)
+        if len(paths) != len(ts):
+            raise DataError(f"{where}: video {k} has {len(paths)} frames and {len(ts)} times")
+        frames = np.stack([np.asarray(Image.open(p).convert("RGB")) for p in paths])
+        k += 1
+        if content.startswith(TOOL_OPEN) and content.endswith(TOOL_CLOSE):  # the tool's text, then its frames
+            before, after = _split_frames(content[len(TOOL_OPEN) : -len(TOOL_CLOSE)], f"{where} message {i}")
+            out.append(Message("tool", before[:-1] if before.endswith("\n") else before, frames, ts))
+        else:  # the question follows the frames
+            before, after = _split_frames(content, f"{where} message {i}")
+            out.append(Message(role, after[1:] if after.startswith("\n") else after, frames, ts))
+    return out
 
 
 def keep(traj: Trajectory, only_correct: bool) -> bool:
@@ -124,10 +180,11 @@ def export_sft(runs: list[str | Path], out_dir: str | Path, only_correct: bool =
             raise DataError(f"{run_dir}: no trajectories.jsonl (run `videoseek rollout --out {run_dir}` first)")
         for traj in read_trajectories(run_dir):
             if keep(traj, only_correct):
-                messages, videos = conversation(traj, run_dir, system)
-                rows.append(
-                    {"messages": messages, "videos": videos, "episode_id": traj.episode_id, "sample_id": traj.sample_id, "data_source": traj.data_source or "videoseek"}
-                )
+                messages, videos, times = conversation(traj, run_dir, system)
+                rows.append({
+                    "messages": messages, "videos": videos, "video_times": times, "episode_id": traj.episode_id,
+                    "sample_id": traj.sample_id, "data_source": traj.data_source or "videoseek", "policy": traj.policy,
+                })  # fmt: skip
     if not rows:
         raise DataError(f"no episode to export from {', '.join(map(str, runs))} (only_correct={only_correct})")
     out = Path(out_dir)

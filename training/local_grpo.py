@@ -56,6 +56,7 @@ class UpdateStats:
     ppo_kl: float
     policy_tokens: int
     advantages: list[float]
+    entropy: float = 0.0  # mean entropy of the policy on its own tokens (nats)
 
 
 def token_logprobs(model: torch.nn.Module, episode: TokenizedEpisode, device: torch.device | str) -> torch.Tensor:
@@ -65,6 +66,25 @@ def token_logprobs(model: torch.nn.Module, episode: TokenizedEpisode, device: to
     out = model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False, **extra)
     logits = out.logits[0, :-1].float()
     return logprobs_from_logits(logits, ids[0, 1:])
+
+
+def masked_token_logprobs(model: torch.nn.Module, episode: TokenizedEpisode, device: torch.device | str,
+                          with_entropy: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """log p(x_t | x_<t) of the loss-masked tokens only, in order (shape (mask.sum(),)); differentiable.
+
+    The output head runs on those positions alone (`logits_to_keep` as indices), which on a small
+    model is most of the cost of a full-sequence `token_logprobs`. `with_entropy` also returns the
+    policy's entropy at each of those positions (detached).
+    """
+    ids = episode.input_ids.to(device).unsqueeze(0)
+    targets = torch.nonzero(episode.loss_mask[1:]).flatten().to(device)  # position t predicts token t+1
+    extra = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in episode.model_inputs.items()}
+    out = model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False, logits_to_keep=targets, **extra)
+    logp = torch.log_softmax(out.logits[0].float(), dim=-1)
+    picked = logp.gather(1, ids[0, targets + 1].unsqueeze(1)).squeeze(1)
+    if not with_entropy:
+        return picked
+    return picked, -(logp.exp() * logp).sum(-1).detach()
 
 
 def pad_rows(rows: Sequence[torch.Tensor], value: float = 0.0) -> torch.Tensor:
@@ -103,8 +123,19 @@ def grpo_advantages(rewards: Sequence[float], group_ids: Sequence[str], mask: to
     return adv
 
 
-def batch_logprobs(model: torch.nn.Module, episodes: Sequence[TokenizedEpisode], device: torch.device | str) -> torch.Tensor:
-    return pad_rows([token_logprobs(model, e, device) for e in episodes])
+def batch_logprobs(model: torch.nn.Module, episodes: Sequence[TokenizedEpisode], device: torch.device | str,
+                   with_entropy: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """(B, max_len-1) log-probabilities aligned with `response_mask_of`: computed on the policy's
+    tokens only (`masked_token_logprobs`), 0 elsewhere (every loss multiplies by the mask)."""
+    rows, entropies = [], []
+    for e in episodes:
+        where = torch.nonzero(e.loss_mask[1:]).flatten().to(device)
+        result = masked_token_logprobs(model, e, device, with_entropy)
+        picked, entropy = result if with_entropy else (result, None)
+        rows.append(torch.zeros(e.input_ids.numel() - 1, device=device).index_put((where,), picked))
+        if with_entropy:
+            entropies.append(torch.zeros(e.input_ids.numel() - 1, device=device).index_put((where,), entropy))
+    return (pad_rows(rows), pad_rows(entropies)) if with_entropy else pad_rows(rows)
 
 
 def grpo_update(
@@ -125,13 +156,16 @@ def grpo_update(
     """
     mask = response_mask_of(episodes).to(device)
     advantages = grpo_advantages(rewards, group_ids, mask.cpu(), norm_by_std).to(device)
-    policy.eval()  # dropout off: old and new log-probs must come from the same function
+    policy.eval()  # dropout off: the log-probs are those the policy sampled with
     with torch.no_grad():
-        old_logprobs = batch_logprobs(policy, episodes, device)
         ref_logprobs = batch_logprobs(reference, episodes, device) if reference is not None else None
 
     optimizer.zero_grad(set_to_none=True)
-    new_logprobs = batch_logprobs(policy, episodes, device)
+    new_logprobs, entropy = batch_logprobs(policy, episodes, device, with_entropy=True)
+    # One on-policy update of the whole batch (GRPO: one mini-batch, one epoch): the "old" policy
+    # is this very policy, so its log-probs are the new ones detached (verl recomputes them in a
+    # separate pass, which gives the same numbers; the ratio starts at exactly 1).
+    old_logprobs = new_logprobs.detach()
     policy_loss_fn = get_policy_loss_fn(actor_config.policy_loss.get("loss_mode", "vanilla"))
     pg_loss, pg_metrics = policy_loss_fn(
         old_log_prob=old_logprobs,
@@ -162,5 +196,6 @@ def grpo_update(
         pg_clipfrac=float(pg_metrics.get("actor/pg_clipfrac", 0.0)),
         ppo_kl=float(pg_metrics.get("actor/ppo_kl", 0.0)),
         policy_tokens=int(mask.sum()),
+        entropy=float(agg_loss(entropy, mask, "token-mean")),
         advantages=[float(advantages[i, first_policy_token[i]]) for i in range(len(episodes))],
     )

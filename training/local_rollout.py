@@ -41,27 +41,28 @@ class RecordingPolicy:
         return self.policy.act(batch)
 
 
-def loss_mask_of(rendered: dict[str, Any], messages: Sequence[Message], end_of_turn_id: int) -> torch.Tensor:
+def loss_mask_of(rendered: dict[str, Any], messages: Sequence[Message], end_of_turn_id: int, train_turn_end: bool = False) -> torch.Tensor:
     """(L,) mask: 1 on every assistant turn's sampled tokens; a closing `<|im_end|>` the template
-    added (the turn stopped at a stop string or the token limit) stays 0."""
+    added (the turn stopped at a stop string or the token limit) stays 0 unless `train_turn_end`
+    (SFT: the model learns to close its turns)."""
     mask = torch.zeros(rendered["input_ids"].shape[1], dtype=torch.long)
     assistants = [m for m in messages if m.role == "assistant"]
     for (start, end), message in zip(rendered["assistant_spans"], assistants):
         sampled = getattr(message, "token_ids", None)
         template_closed = end > start and int(rendered["input_ids"][0, end - 1]) == end_of_turn_id
-        if template_closed and not (sampled and sampled[-1] == end_of_turn_id):
+        if template_closed and not train_turn_end and not (sampled and sampled[-1] == end_of_turn_id):
             end -= 1
         mask[start:end] = 1
     return mask
 
 
-def tokenize_episode(renderer: Any, messages: Sequence[Message]) -> TokenizedEpisode:
+def tokenize_episode(renderer: Any, messages: Sequence[Message], train_turn_end: bool = False) -> TokenizedEpisode:
     """One conversation as a `TokenizedEpisode` (token ids, loss mask, vision inputs)."""
     rendered = renderer.render(list(messages), add_generation_prompt=False)
     model_inputs = {k: rendered[k] for k in MODEL_INPUT_KEYS if k in rendered}
     return TokenizedEpisode(
         input_ids=rendered["input_ids"][0],
-        loss_mask=loss_mask_of(rendered, messages, renderer.end_of_turn_id),
+        loss_mask=loss_mask_of(rendered, messages, renderer.end_of_turn_id, train_turn_end),
         model_inputs=model_inputs,
     )
 

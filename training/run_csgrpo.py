@@ -247,7 +247,7 @@ def run_local(args: argparse.Namespace) -> int:
         if batch.episodes:
             stats = grpo_update(policy.model, reference, optimizer, batch.episodes, batch.rewards, batch.group_ids, actor, device)
             update = {"loss": stats.loss, "pg_loss": stats.pg_loss, "kl": stats.kl, "grad_norm": stats.grad_norm,
-                      "pg_clipfrac": stats.pg_clipfrac, "policy_tokens": stats.policy_tokens}  # fmt: skip
+                      "pg_clipfrac": stats.pg_clipfrac, "policy_tokens": stats.policy_tokens, "entropy": stats.entropy}  # fmt: skip
         else:
             update = {"skipped": 1.0}  # every episode failed: nothing to learn from
         row = {"step": step, **rollout_metrics(trajectories), **update, "episodes": len(batch.episodes),
@@ -256,7 +256,7 @@ def run_local(args: argparse.Namespace) -> int:
             row["gpu/max_memory_gb"] = torch.cuda.max_memory_allocated() / 2**30
         metrics_file.write(json.dumps(row) + "\n")
         metrics_file.flush()
-        shown = ("reward", "accuracy", "coverage", "calls", "loss", "kl", "grad_norm")
+        shown = ("reward", "accuracy", "coverage", "calls", "loss", "kl", "entropy", "grad_norm")
         print(f"step {step:4d} " + " ".join(f"{k}={row[k]:.4g}" for k in shown if k in row) + f" ({row['time/step_s']:.1f}s)", flush=True)
     metrics_file.close()
 
