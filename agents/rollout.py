@@ -10,7 +10,9 @@ resumable: samples whose episodes are all in `trajectories.jsonl` are skipped.
 from __future__ import annotations
 
 import json
+import os
 import re
+import tempfile
 import threading
 import time
 import traceback
@@ -21,14 +23,16 @@ from typing import Any
 
 import numpy as np
 from PIL import Image
+from pydantic_core import PydanticSerializationError
 
 from videoseek.agents.policy import Message, Policy, PolicyInput, PolicyOutput, stable_seed
 from videoseek.agents.prompting import assistant_message, initial_messages, tool_message
 from videoseek.envs.env import EnvConfig, VideoSeekEnv
 from videoseek.envs.sample import VideoSample
 from videoseek.envs.trajectory import Trajectory
-from videoseek.envs.actions import Answer, parse_action
+from videoseek.envs.actions import Answer, parse_action, sanitize_text
 from videoseek.rewards import accuracy_reward, score_group
+from videoseek.rewards.format import scan_end
 from videoseek.rewards.process_thinker import parse_step_response
 
 PERTURBATIONS = ("mask", "shuffle", "blend")
@@ -39,8 +43,26 @@ def episode_dir_name(episode_id: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in episode_id.replace("/", "__"))
 
 
+def _fsync_dir(path: Path) -> None:
+    """Make a rename in `path` durable (best effort: not every platform can open a folder)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 class TrajectoryWriter:
-    """Appends trajectories to `RUN/trajectories.jsonl`; frames go to `RUN/frames/<episode>/` as JPEG."""
+    """Appends trajectories to `RUN/trajectories.jsonl`; frames go to `RUN/frames/<episode>/` as JPEG.
+
+    Lines are split on "\n" only: a model's text may hold U+2028 or U+0085, which JSON leaves
+    unescaped and `str.splitlines` would cut the line at (dropping the episode on resume).
+    """
 
     def __init__(self, run_dir: str | Path, filename: str = "trajectories.jsonl", jpeg_quality: int = 90) -> None:
         self.run_dir = Path(run_dir)
@@ -51,25 +73,60 @@ class TrajectoryWriter:
 
     def finished_episodes(self) -> set[str]:
         """Episode ids already written (unreadable lines, e.g. one cut by a killed run, are dropped)."""
-        return {json.loads(line)["episode_id"] for line in self._rewrite(lambda episode_id: True)}
+        return self._rewrite(lambda episode_id: True)
 
     def drop(self, episode_ids: set[str]) -> None:
         """Remove these episodes' lines (a group that is rerun is rewritten whole)."""
         self._rewrite(lambda episode_id: episode_id not in episode_ids)
 
-    def _rewrite(self, keep: Callable[[str], bool]) -> list[str]:
+    def _rewrite(self, keep: Callable[[str], bool]) -> set[str]:
+        """Keep the readable lines whose episode `keep` accepts; the kept episode ids.
+
+        Atomic: the kept lines go to a temporary file in the same folder, which is fsynced and
+        then `os.replace`d over the file, so a kill at any moment leaves the old file or the new
+        one, whole (rewriting in place once lost a run's 60k lines to a kill in that window). A
+        file that would not change is not rewritten: a resume then writes nothing at all.
+        """
         if not self.path.exists():
-            return []
-        good: list[str] = []
-        for line in self.path.read_text(encoding="utf-8").splitlines():
-            try:
-                if keep(json.loads(line)["episode_id"]):
-                    good.append(line)
-            except (json.JSONDecodeError, KeyError, TypeError):
-                continue
+            return set()
+        kept: set[str] = set()
+        keep_line: list[bool] = []
+        changed = False
         with self._lock:
-            self.path.write_text("".join(g + "\n" for g in good), encoding="utf-8")
-        return good
+            for stale in self.run_dir.glob(f".{self.path.name}.*.tmp"):  # left by a rewrite killed earlier
+                stale.unlink(missing_ok=True)
+            # errors="replace": a line cut by a kill may end inside a multi-byte character
+            with self.path.open(encoding="utf-8", errors="replace", newline="\n") as src:
+                for line in src:
+                    ok = False
+                    try:
+                        episode_id = json.loads(line)["episode_id"]
+                        ok = isinstance(episode_id, str) and bool(keep(episode_id))
+                    except (ValueError, KeyError, TypeError, IndexError, RecursionError):  # ValueError: JSON errors too
+                        pass
+                    if ok:
+                        kept.add(episode_id)
+                    # a cut last line, even a readable one, must get its line end back
+                    changed |= not ok or not line.endswith("\n")
+                    keep_line.append(ok)
+            if changed:
+                self._replace(keep_line)
+        return kept
+
+    def _replace(self, keep_line: list[bool]) -> None:
+        fd, tmp = tempfile.mkstemp(dir=self.run_dir, prefix=f".{self.path.name}.", suffix=".tmp")
+        try:
+            with self.path.open(encoding="utf-8", errors="replace", newline="\n") as src, os.fdopen(fd, "w", encoding="utf-8", newline="\n") as dst:
+                for line, ok in zip(src, keep_line):
+                    if ok:
+                        dst.write(line if line.endswith("\n") else line + "\n")
+                dst.flush()
+                os.fsync(dst.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        _fsync_dir(self.run_dir)
 
     def write(self, traj: Trajectory, frames_by_turn: dict[int, np.ndarray] | None = None) -> None:
         frames_by_turn = frames_by_turn or {}
@@ -84,18 +141,26 @@ class TrajectoryWriter:
                 rel = folder / f"{tag}_{k:02d}.jpg"
                 Image.fromarray(frame).save(self.run_dir / rel, quality=self.jpeg_quality)
                 ref.path = rel.as_posix()
-        line = traj.model_dump_json()
-        with self._lock, self.path.open("a", encoding="utf-8") as fh:
+        try:
+            line = traj.model_dump_json()
+        except (PydanticSerializationError, UnicodeError, ValueError):
+            # Last line of defence (text is sanitised on entry): one unwritable episode must not
+            # abort the run. Non-JSON values become strings, unencodable characters U+FFFD.
+            traj.metrics["sanitized_on_write"] = True
+            line = sanitize_text(json.dumps(traj.model_dump(), ensure_ascii=False, default=str))[0]
+        with self._lock, self.path.open("a", encoding="utf-8", newline="\n") as fh:
             fh.write(line + "\n")
 
 
 def read_trajectories(path: str | Path) -> list[Trajectory]:
-    """Read a run's trajectories (a run directory or the JSONL file); a truncated last line is skipped."""
+    """Read a run's trajectories (a run directory or the JSONL file); a truncated last line is skipped.
+
+    Lines end at "\n" only (see `TrajectoryWriter`)."""
     path = Path(path)
     if path.is_dir():
         path = path / "trajectories.jsonl"
     out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in path.read_text(encoding="utf-8", errors="replace").split("\n"):
         if line.strip():
             try:
                 out.append(Trajectory.model_validate_json(line))
@@ -165,7 +230,7 @@ def _start(ep: Episode, config: EnvConfig, policy_name: str, seed: int) -> None:
 
 def _record_failure(ep: Episode, where: str, exc: BaseException) -> None:
     ep.done = True
-    ep.failure = f"{where}: {type(exc).__name__}: {exc}".splitlines()[0][:500]
+    ep.failure = sanitize_text(f"{where}: {type(exc).__name__}: {exc}".splitlines()[0][:500])[0]
     ep.failure_trace = traceback.format_exc(limit=5)  # type: ignore[attr-defined]
 
 
@@ -294,7 +359,10 @@ def _act(policy: Policy, active: list[Episode], inputs: list[PolicyInput], recor
 def _advance(ep: Episode, out: PolicyOutput) -> None:
     try:
         text = out.text if isinstance(out, PolicyOutput) else str(out)
-        ep.messages.append(assistant_message(text, out.token_ids if isinstance(out, PolicyOutput) else None))
+        # Unencodable text (lone surrogates from a broken decode) is replaced on entry, so the next
+        # prompt and the trajectory can be encoded; the env records the count (info, metrics, repairs).
+        clean = sanitize_text(text)[0] if isinstance(text, str) else text
+        ep.messages.append(assistant_message(clean, out.token_ids if isinstance(out, PolicyOutput) else None))
         obs, _, terminated, truncated, info = ep.env.step(text)
         turn = ep.env.trajectory.turns[-1]
         if out.token_ids is not None:
@@ -370,7 +438,8 @@ def step_cut_points(messages: Sequence[Message], count: int) -> list[tuple[int, 
     Steps are counted inside the `<think>` blocks of assistant turns, as ProcessThinker's parser does.
     """
     cuts = [(k, think.start(1) + m.end()) for k, msg in enumerate(messages) if msg.role == "assistant"
-            for think in _THINK_SPAN.finditer(msg.text) for m in _STEP_END.finditer(think.group(1))]  # fmt: skip
+            for think in _THINK_SPAN.finditer(msg.text, 0, scan_end(msg.text, "</think>"))  # linear: see scan_end
+            for m in _STEP_END.finditer(think.group(1))]  # fmt: skip
     return cuts[:count]
 
 

@@ -54,7 +54,7 @@ def main() -> None:
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="videoseek-bench-"))
     samples = generate_dataset(tmp, n=args.n, seed=0)
-    config = EnvConfig(max_pixels=None)  # same pixels as the raw decode: no resize on either side
+    config = EnvConfig(max_pixels=1024 * 1024)  # same pixels as the raw decode: no resize on either side
 
     def plan(sample):
         s, e = sample.clue_intervals[0]

@@ -25,10 +25,15 @@ from __future__ import annotations
 import ast
 import json
 import math
+import numbers
 import re
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Union
 
+import numpy as np
+
+from videoseek.rewards.format import scan_end
 from videoseek.rewards.timestamps import parse_time as parse_time_text
 
 
@@ -98,37 +103,139 @@ def parse_time(value: Any) -> float | None:
     """Seconds from a number, "12.5", "12.5s", "MM:SS" or "HH:MM:SS.s"; None when unparseable or not finite.
 
     Strings are read by `videoseek.rewards.timestamps.parse_time`, the same parser the timestamp
-    reward uses, so a call and a cited time mean the same thing.
+    reward uses, so a call and a cited time mean the same thing. Numbers may be any real type
+    (int, float, numpy scalars or 0-d arrays, Decimal, Fraction; not bool); one too large for a
+    float (10**400) is not finite. Strings longer than 64 characters are no time (length cap).
 
     >>> parse_time("01:02:03.5"), parse_time("2:05"), parse_time("7s"), parse_time("nan")
     (3723.5, 125.0, 7.0, None)
+    >>> parse_time(np.float32(2.5)), parse_time(np.int64(3)), parse_time(10**400), parse_time(None)
+    (2.5, 3.0, None, None)
     """
+    if isinstance(value, (np.generic, np.ndarray)):
+        if getattr(value, "ndim", 0) != 0:
+            return None
+        value = value.item()  # the Python scalar: np.float32 -> float, np.str_ -> str, np.bool_ -> bool
     if isinstance(value, bool):
         return None
-    if isinstance(value, (int, float)):
-        v = float(value)
+    if isinstance(value, (numbers.Real, Decimal)):  # Decimal is no numbers.Real
+        try:
+            v = float(value)
+        except (OverflowError, ValueError, TypeError):
+            return None
         return v if math.isfinite(v) else None
     if not isinstance(value, str) or len(value) > 64:
         return None
     return parse_time_text(value)
 
 
+def _describe(value: Any, limit: int = 40) -> str:
+    """A short one-line repr of any value for an error message (never raises)."""
+    try:
+        text = value if isinstance(value, str) else str(value)
+    except Exception:
+        text = f"<{type(value).__name__}>"
+    return repr(sanitize_text(text[:limit])[0])
+
+
+# ---- text that cannot be written ---------------------------------------------------------------
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def sanitize_text(text: str) -> tuple[str, int]:
+    """`text` made encodable as UTF-8, and how many code points had to be changed (0: unchanged).
+
+    A Python str can hold lone UTF-16 surrogates (U+D800-U+DFFF: a tokenizer's broken byte
+    decoding, JSON "\\ud83d" escapes) that no UTF-8 writer accepts; one in a trajectory aborted a
+    whole rollout run when it was serialised. A pair written as two code points becomes the
+    character it encodes; every lone half becomes U+FFFD.
+
+    >>> sanitize_text("a\\ud800b"), sanitize_text("\\ud83d\\ude00"), sanitize_text("ok")
+    (('a�b', 1), ('😀', 2), ('ok', 0))
+    """
+    if _SURROGATE.search(text) is None:
+        return text, 0
+    count = len(_SURROGATE.findall(text))
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace"), count
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """Whitespace runs (newlines included) collapsed to one space, cut to `limit` characters."""
+    return " ".join(text.split())[:limit]
+
+
 # ---- tag extraction ---------------------------------------------------------------------------
 _THINK = re.compile(r"<think>(.*?)(?:</think>|$)", re.S)
 _TOOL_CALL = re.compile(r"<tool_call>(.*?)(</tool_call>|$)", re.S)
 _ANSWER = re.compile(r"<answer>(.*?)(</answer>|$)", re.S)
-_RETRIEVE = re.compile(r"<retrieve>(.*?)</retrieve>", re.S)
-_BOXED_SPAN = re.compile(r"\\boxed\{\s*\[\s*([^\],]+?)\s*,\s*([^\]]+?)\s*\]\s*\}")
+_RETRIEVE = re.compile(r"<retrieve>(.*?)</retrieve>", re.S)  # searched up to `scan_end(text, "</retrieve>")`
+# \boxed{[s, e]}: found by `_boxed_spans`, which is linear where the equivalent regex
+# r"\\boxed\{\s*\[\s*([^\],]+?)\s*,\s*([^\]]+?)\s*\]\s*\}" is cubic ("\boxed{[" and 4 KB of spaces: 33 s).
+_BOXED_OPEN = re.compile(r"\\boxed\{\s*\[")
+_BOXED_CLOSE = re.compile(r"\]\s*\}")
+
+
+@dataclass(frozen=True)
+class _Found:
+    """One action candidate in a turn's text: where it starts and its captured groups."""
+
+    pos: int
+    groups: tuple[Any, ...]
+
+    def start(self) -> int:
+        return self.pos
+
+    def group(self, k: int) -> Any:
+        return self.groups[k - 1]
+
+
+def _boxed_spans(text: str) -> list[_Found]:
+    """Every `\\boxed{[s, e]}` in order, with s and e stripped, as the regex above finds them.
+
+    A candidate is `\\boxed{` ws `[`, then s up to the first ',' (no ']'), then e up to the first
+    ']', then ws `}`; s and e are non-empty (an all-space one reads as its last character, as the
+    lazy groups did). The first ',' and ']' after a position are cached, so candidates that share
+    them cost O(1) each instead of a rescan: linear in the length of the text.
+    """
+    out: list[_Found] = []
+    pos, comma, close, close_ok = 0, -1, -1, False
+    while (m := _BOXED_OPEN.search(text, pos)) is not None:
+        body = m.end()
+        if close < body:
+            close = text.find("]", body)
+            if close < 0:
+                break  # no ']' left: no later candidate can close either
+            close_ok = _BOXED_CLOSE.match(text, close) is not None
+        if comma < body:
+            comma = text.find(",", body)
+            comma = len(text) if comma < 0 else comma  # none left: never search again
+        if close_ok and body < comma < close - 1:
+            s, e = text[body:comma], text[comma + 1 : close]
+            out.append(_Found(m.start(), (s.strip() or s[-1], e.strip() or e[-1])))
+            pos = _BOXED_CLOSE.match(text, close).end()
+        else:
+            pos = m.start() + 1
+    return out
 
 
 def _loads_lenient(body: str, repairs: list[str]) -> Any:
+    """The JSON value of a tool-call body, repaired where possible (each repair recorded); None if none.
+
+    Linear in the body's length. Length cap: the Python-literal repair (single quotes) is tried
+    only on bodies of at most 4096 characters, since `ast.literal_eval` compiles a whole Python
+    expression (slow and memory-hungry on huge nested input); longer bodies must be JSON.
+    """
     body = body.strip()
     if body.startswith("```"):
-        body = re.sub(r"^```(?:json)?\s*|\s*```$", "", body)
+        # Same as re.sub(r"^```(?:json)?\s*|\s*```$", "", body), whose `\s*```$` is quadratic on spaces.
+        body = body[3:]
+        body = (body[4:] if body.startswith("json") else body).lstrip()
+        if body.endswith("```"):
+            body = body[:-3].rstrip()
         repairs.append("stripped code fence")
     try:
         return json.loads(body)
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # ValueError: a JSON int over 4300 digits too
         pass
     fixed = re.sub(r",\s*([}\]])", r"\1", body)
     if fixed != body:
@@ -136,9 +243,9 @@ def _loads_lenient(body: str, repairs: list[str]) -> Any:
             val = json.loads(fixed)
             repairs.append("removed trailing comma")
             return val
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):
             pass
-    if len(body) <= 4096:  # literal_eval is safe but can be slow on huge nested input
+    if len(body) <= 4096:  # length cap (see the docstring): literal_eval is slow on huge nested input
         try:
             val = ast.literal_eval(body.replace("true", "True").replace("false", "False").replace("null", "None"))
             repairs.append("parsed Python-style literal (single quotes)")
@@ -152,7 +259,7 @@ def _loads_lenient(body: str, repairs: list[str]) -> Any:
             val = json.loads(body + "}" * (opens - closes))
             repairs.append("closed unbalanced braces")
             return val
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):
             pass
     return None
 
@@ -185,8 +292,55 @@ def _crop_from_values(s: Any, e: Any) -> Action:
     start, end = parse_time(s), parse_time(e)
     if start is None or end is None:
         bad = s if start is None else e
-        return Invalid(f"crop_video time {str(bad)[:40]!r} is not a finite number or MM:SS time")
+        return Invalid(f"crop_video time {_describe(bad)} ({type(bad).__name__}) is not a finite number or MM:SS time")
     return CropVideo(start, end)
+
+
+def normalize_action(action: Action) -> tuple[Action, int]:
+    """A structured action with its fields checked: (valid or `Invalid` action, sanitised characters).
+
+    Policies build actions from whatever they hold, so any value may arrive in any field. Times
+    are coerced by `parse_time` (numpy scalars, numeric and MM:SS strings); an answer may be a
+    string (numpy too) or a finite real number (`Answer(3)` answers "3"); an `Invalid` reason is
+    made one line. Anything else becomes an `Invalid` whose reason says which field was wrong,
+    so the env records an invalid turn instead of crashing or writing a trajectory that cannot
+    be read back. Never raises.
+
+    >>> normalize_action(CropVideo(np.float32(1.5), "0:03"))
+    (CropVideo(start=1.5, end=3.0), 0)
+    >>> normalize_action(Answer(None))[0]
+    Invalid(reason='answer text must be a string, got NoneType')
+    """
+    try:
+        return _normalize(action)
+    except Exception as exc:  # a value whose own methods raise (e.g. a broken __str__)
+        return Invalid(f"structured action could not be read ({type(exc).__name__})"), 0
+
+
+def _normalize(action: Action) -> tuple[Action, int]:
+    if isinstance(action, CropVideo):
+        return _crop_from_values(action.start, action.end), 0
+    if isinstance(action, Answer):
+        text = action.text
+        if isinstance(text, (np.generic, np.ndarray)) and getattr(text, "ndim", 0) == 0:
+            text = text.item()
+        if isinstance(text, (numbers.Real, Decimal)) and not isinstance(text, bool):
+            if parse_time(text) is None:
+                return Invalid(f"answer {_describe(text)} is not a finite number"), 0
+            text = str(text)
+        if not isinstance(text, str):
+            return Invalid(f"answer text must be a string, got {type(text).__name__}"), 0
+        text, fixed = sanitize_text(str(text))
+        if not text.strip():
+            return Invalid("empty answer"), fixed
+        return Answer(text), fixed
+    if isinstance(action, Invalid):
+        reason = action.reason
+        if not isinstance(reason, str):
+            reason = "" if reason is None else _describe(reason, 300)
+        reason, fixed = sanitize_text(one_line(reason))
+        return Invalid(reason or "invalid action (no reason given)"), fixed
+    return Think(), 0
 
 
 def _parse_tool_call(body: str, closed: bool, repairs: list[str]) -> Action:
@@ -235,9 +389,15 @@ def _parse(text: Any) -> ParsedTurn:
     think = think_m.group(1).strip() if think_m else None
 
     # Candidates in text order: the first one decides, later ones are recorded as ignored.
-    found: list[tuple[int, str, re.Match[str]]] = []
-    for kind, pat in (("tool_call", _TOOL_CALL), ("answer", _ANSWER), ("retrieve", _RETRIEVE), ("boxed", _BOXED_SPAN)):
-        for m in pat.finditer(text):
+    candidates: dict[str, Any] = {
+        "tool_call": _TOOL_CALL.finditer(text),
+        "answer": _ANSWER.finditer(text),
+        "retrieve": _RETRIEVE.finditer(text, 0, scan_end(text, "</retrieve>")),
+        "boxed": _boxed_spans(text),
+    }
+    found: list[tuple[int, str, Any]] = []
+    for kind, matches in candidates.items():
+        for m in matches:
             # Tags inside the think block are the model talking about them, not acting.
             if think_m and think_m.start() < m.start() < think_m.end() and think_m.group(0).endswith("</think>"):
                 continue

@@ -9,9 +9,11 @@ from typing import Any, Literal
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from videoseek.envs.actions import Action, Answer, CropVideo, Invalid, ParsedTurn, Think, action_to_dict, action_to_text, parse_action
+from videoseek.envs.actions import (
+    Action, Answer, CropVideo, Invalid, ParsedTurn, Think, action_to_dict, action_to_text, normalize_action, parse_action, sanitize_text,
+)  # fmt: skip
 from videoseek.envs.evidence import EvidenceState
 from videoseek.envs.sample import DataError, VideoSample
 from videoseek.envs.trajectory import CallInfo, FrameRef, GroupInfo, Observation, Trajectory, Turn
@@ -47,19 +49,65 @@ class Perturbation(BaseModel):
     alpha: float = Field(default=0.5, ge=0.0, le=1.0)
 
 
+# Documented ranges of the frame budgets (inclusive). The largest values the repo's configs use
+# (8 frames per call, 64 frames, 392x392 pixels) lie well inside.
+FRAME_RANGES: dict[str, tuple[int, int]] = {
+    "frames_per_call": (1, 64),
+    "max_total_frames": (0, 1024),
+    "max_pixels": (28 * 28, 1024 * 1024),  # one merged Qwen-VL vision token .. 1 megapixel
+}
+MAX_EPISODE_FRAME_BYTES = 256 * 1024 * 1024  # max_total_frames * max_pixels * 3 (uint8 RGB) at most
+
+
 class EnvConfig(BaseModel):
-    """Knobs of `VideoSeekEnv`; budgets end or reject as documented on the env."""
+    """Knobs of `VideoSeekEnv`; budgets end or reject as documented on the env.
+
+    Ranges (inclusive; a value outside raises a one-line error naming the field and the range):
+    `frames_per_call` 1..64, `max_total_frames` 0..1024, `max_pixels` 784 (28x28)..1048576
+    (1024x1024). `max_pixels=None` (native resolution) is rejected: one crop of 8 4K frames is
+    about 200 MB. Frames are resized to at most `max_pixels` pixels (aspect ratio kept) and the
+    episode's frames, initial ones included, never exceed `max_total_frames`, so the frames one
+    episode holds take at most `max_total_frames * max_pixels * 3` bytes (uint8 RGB), and that
+    product must be at most 256 MiB (`MAX_EPISODE_FRAME_BYTES`; the default 64 frames at 224x224
+    is 9.6 MB). A masked or blended view holds its own copy of those frames, not more.
+    """
 
     model_config = ConfigDict(extra="forbid")
     initial_frames: int = Field(default=8, ge=0, description="uniformly spaced sparse frames shown at reset")
-    frames_per_call: int = Field(default=8, ge=1, description="frames a crop_video call returns at most")
+    frames_per_call: int = Field(default=8, description="frames a crop_video call returns at most (1..64)")
     max_turns: int = Field(default=8, ge=1, description="assistant turns before the episode is truncated")
-    max_total_frames: int = Field(default=64, ge=0, description="frames over the whole episode, initial ones included")
+    max_total_frames: int = Field(default=64, description="frames over the whole episode, initial ones included (0..1024)")
     min_span: float = Field(default=0.5, ge=0.0, description="shortest crop in seconds; shorter calls are rejected")
-    max_pixels: int | None = Field(default=224 * 224, description="per-frame pixel budget (aspect ratio kept)")
+    max_pixels: int = Field(default=224 * 224, description="per-frame pixel budget, aspect ratio kept (784..1048576)")
     timestamp_overlay: bool = Field(default=False, description="burn HH:MM:SS into each frame (VideoMend)")
     video_backend: Literal["decord", "pyav"] = "decord"
     reward: RewardConfig = Field(default_factory=RewardConfig)
+
+    @field_validator("frames_per_call", "max_total_frames", "max_pixels", mode="before")
+    @classmethod
+    def _not_none(cls, value: Any, info: Any) -> Any:
+        if value is None:
+            lo, hi = FRAME_RANGES[info.field_name]
+            raise ValueError(f"{info.field_name} must be an integer in [{lo}, {hi}], got None (an unbounded budget)")
+        return value
+
+    @field_validator("frames_per_call", "max_total_frames", "max_pixels")
+    @classmethod
+    def _in_range(cls, value: int, info: Any) -> int:
+        lo, hi = FRAME_RANGES[info.field_name]
+        if not lo <= value <= hi:
+            raise ValueError(f"{info.field_name} must be in [{lo}, {hi}], got {value}")
+        return value
+
+    @model_validator(mode="after")
+    def _episode_bytes(self) -> EnvConfig:
+        size = self.max_total_frames * self.max_pixels * 3
+        if size > MAX_EPISODE_FRAME_BYTES:
+            raise ValueError(
+                f"max_total_frames * max_pixels * 3 = {size / 2**20:.0f} MiB of frames per episode exceeds "
+                f"{MAX_EPISODE_FRAME_BYTES // 2**20} MiB; lower max_total_frames ({self.max_total_frames}) or max_pixels ({self.max_pixels})"
+            )
+        return self
 
 
 THINK_NUDGE = "Continue. Call crop_video(start, end) to look closer at a time span, or give your final answer in <answer></answer>."
@@ -105,7 +153,10 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
     ## Action Space
     `FreeText`: the assistant's raw turn, parsed by `videoseek.envs.actions.parse_action`
     (Hermes `<tool_call>` JSON by default, lenient about syntax, every repair recorded). A
-    structured `Think()`, `CropVideo(start, end)` or `Answer(text)` is accepted too.
+    structured `Think()`, `CropVideo(start, end)` or `Answer(text)` is accepted too; its fields
+    are checked (numpy scalars and numeric strings coerced; any other value is an invalid turn
+    with `info["error"]`). Text that cannot be encoded (lone surrogates) is replaced by U+FFFD
+    and counted in `info["sanitized"]` and the trajectory's `metrics["sanitized"]`.
 
     ## Observation Space
     A dict: `text` (the prompt or the tool response), `frames` (uint8, shape (n, H, W, 3), n may be
@@ -205,10 +256,8 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
     def step(self, action: ActType) -> tuple[Obs, float, bool, bool, dict[str, Any]]:
         if self._done or self.trajectory is None:
             raise RuntimeError("step() called on a finished episode; call reset() first")
-        parsed = self._parse(action)
+        parsed, raw, sanitized = self._parse(action)
         turn = len(self.trajectory.turns)
-        # A structured action is recorded as the text a model would have written for it.
-        raw = action if isinstance(action, str) else action_to_text(parsed.action)
         error: str | None = None
         call: CallInfo | None = None
         frames = np.zeros((0, *self._frame_shape), np.uint8)
@@ -270,6 +319,9 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
             "evidence": self.evidence.snapshot(),
             "turn": turn + 1,
         }
+        if sanitized:  # unencodable characters replaced on entry: recorded, the episode goes on
+            info["sanitized"] = sanitized
+            self.trajectory.metrics["sanitized"] = self.trajectory.metrics.get("sanitized", 0) + sanitized
         reward = 0.0
         if terminated or truncated:
             reward = self._finish(act, terminated, truncated, info)
@@ -326,10 +378,25 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
         return float(total)
 
     # ---- helpers ---------------------------------------------------------------------------
-    def _parse(self, action: ActType) -> ParsedTurn:
+    def _parse(self, action: ActType) -> tuple[ParsedTurn, str, int]:
+        """(parsed turn, the text recorded as the assistant's turn, characters sanitised).
+
+        Text is made encodable first (lone surrogates -> U+FFFD; see `sanitize_text`): it goes
+        into the trajectory, which must serialise. A structured action has its fields checked
+        (`normalize_action`: any value gives a valid action or an `Invalid` one) and is recorded
+        as the text a model would have written for it.
+        """
         if isinstance(action, (Think, CropVideo, Answer, Invalid)):
-            return ParsedTurn(action, dialect="structured")
-        return parse_action(action)
+            act, sanitized = normalize_action(action)
+            parsed, raw = ParsedTurn(act, dialect="structured"), action_to_text(act)
+        elif isinstance(action, str):
+            raw, sanitized = sanitize_text(str(action))
+            parsed = parse_action(raw)
+        else:
+            parsed, raw, sanitized = parse_action(action), "", 0
+        if sanitized:
+            parsed.repairs.append(f"replaced {sanitized} unencodable character(s) (lone surrogates) with U+FFFD")
+        return parsed, raw, sanitized
 
     def _check_crop(self, act: CropVideo) -> tuple[str | None, tuple[float, float] | None]:
         s, e = act.start, act.end

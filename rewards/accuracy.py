@@ -27,14 +27,18 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from .format import scan_end
 from .intervals import tiou
 from .rouge import rouge_avg
 from .timestamps import parse_span
 
-_ANSWER_TAG = re.compile(r"<answer>\s*(.*?)\s*</answer>", re.DOTALL)
+# Content stripped in Python: `<answer>\s*(.*?)\s*</answer>` backtracks quadratically on spaces.
+_ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 # Optional lead-in ("Answer:", "The answer is", "Option"), then the letter, optionally in brackets,
 # then a delimiter or the end. A bare upper-case letter may be followed by a space ("B blue").
-_LEAD = r"^\s*(?:(?:the\s+)?(?:correct\s+|final\s+)?(?:answer|option|choice)\s*(?:is)?\s*[:：]?\s*)?"
+# Each optional word carries its own trailing `\s*`: adjacent `\s*` runs ("\s*(?:is)?\s*[:：]?\s*")
+# match the same texts but backtrack cubically on a long run of spaces.
+_LEAD = r"^\s*(?:(?:the\s+)?(?:correct\s+|final\s+)?(?:answer|option|choice)\s*(?:is\s*)?(?:[:：]\s*)?)?"
 _LETTER_BRACKETED = re.compile(_LEAD + r"[\(\[]\s*([A-Za-z])\s*[\)\]]", re.IGNORECASE)
 _LETTER_DELIMITED = re.compile(_LEAD + r"([A-Za-z])\s*(?:[\.\):：,]|$)", re.IGNORECASE)
 _LETTER_SPACED = re.compile(_LEAD + r"([A-Z])\s+\S", re.IGNORECASE)
@@ -71,8 +75,8 @@ def normalize_problem_type(problem_type: Any) -> str:
 
 
 def strip_answer_tags(text: str) -> str:
-    """The content of the last `<answer>…</answer>` if `text` has one, else `text` stripped."""
-    found = _ANSWER_TAG.findall(text)
+    """The content of the last `<answer>…</answer>` if `text` has one, else `text` stripped (linear time)."""
+    found = _ANSWER_TAG.findall(text, 0, scan_end(text, "</answer>"))
     return found[-1].strip() if found else text.strip()
 
 

@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from .accuracy import accuracy_reward
 from .clue_seek import ClueSeekParams, clue_seek_reward
 from .delta_mask import delta_mask_reward, group_accuracy, sfgrpo_bonus, tgrpo_bonus
-from .format import format_reward, ref_delta_format_reward
+from .format import format_reward, ref_delta_format_reward, scan_end
 from .grounding import grounding_reward
 from .process import process_reward
 from .process_thinker import parse_step_response, rollout_process_reward
@@ -194,8 +194,8 @@ _THINK_BLOCK = re.compile(r"<think>(.*?)</think>", re.DOTALL)
 
 
 def thinking_text(turns: Sequence[str]) -> str:
-    """All `<think>` contents of an episode, in order, one paragraph each."""
-    return "\n".join(m.strip() for t in turns for m in _THINK_BLOCK.findall(t))
+    """All `<think>` contents of an episode, in order, one paragraph each (linear time: `scan_end`)."""
+    return "\n".join(m.strip() for t in turns for m in _THINK_BLOCK.findall(t, 0, scan_end(t, "</think>")))
 
 
 def _attr(sample: Any, name: str, default: Any = None) -> Any:

@@ -33,9 +33,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 _NUM = r"[-+]?\d+(?:\.\d+)?"
+# No two `\s*` meet (each optional "[", "]", "at" carries its own): adjacent `\s*` runs, and a
+# lazy name between two of them, match the same texts but backtrack quadratically or worse on a
+# long run of spaces. The name is stripped by `parse_citations`.
 _OBJECT_CITE = re.compile(
-    rf"<obj>\s*(?P<name>[^<]*?)\s*</obj>\s*<box>\s*\[?\s*(?P<box>{_NUM}\s*,\s*{_NUM}\s*,\s*{_NUM}\s*,\s*{_NUM})\s*\]?\s*</box>"
-    rf"\s*(?:at)?\s*<t>\s*(?P<t>{_NUM})\s*</t>",
+    rf"<obj>(?P<name>[^<]*)</obj>\s*<box>\s*(?:\[\s*)?(?P<box>{_NUM}\s*,\s*{_NUM}\s*,\s*{_NUM}\s*,\s*{_NUM})\s*(?:\]\s*)?</box>"
+    rf"\s*(?:at\s*)?<t>\s*(?P<t>{_NUM})\s*</t>",
     re.IGNORECASE,
 )
 _TIME_CITE = re.compile(rf"<t>\s*({_NUM})\s*</t>")

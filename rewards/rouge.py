@@ -258,12 +258,34 @@ class RougeReference:
         one Python integer: 64 bits per pair and references of at most 63 tokens, so a carry
         never crosses into the next pair (V + U < 2^64) and V − U never borrows (U ⊆ V). One pass
         over the candidates' token positions updates every pair. Longer references use `lcs_length`.
+
+        Candidates are packed in classes of similar length (lengths in [2^(c-1), 2^c)): one pass
+        costs (longest candidate) × (pairs), so one long step among many short ones made a single
+        pass quadratic in the text's length; per class the padding at most doubles the work.
         """
         n, m = self.n, len(cand_len)
-        width = int(cand_len.max()) if m else 0
-        padded = np.full((m, width), self.size, dtype=np.int64)
+        lcs = np.zeros((n, m), dtype=np.int64)
         starts = np.cumsum(cand_len) - cand_len
-        padded[rows, np.arange(len(flat)) - starts[rows]] = flat
+        classes = np.frexp(cand_len.astype(np.float64))[1]  # bit length of each length (0 for 0)
+        for c in np.unique(classes):
+            cols = np.flatnonzero(classes == c)
+            lengths = cand_len[cols]
+            if c == 0 or not len(cols):
+                continue  # empty candidates: LCS 0
+            total = int(lengths.sum())
+            block_rows = np.repeat(np.arange(len(cols)), lengths)
+            offsets = np.arange(total) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+            padded = np.full((len(cols), int(lengths.max())), self.size, dtype=np.int64)
+            padded[block_rows, offsets] = flat[np.repeat(starts[cols], lengths) + offsets]
+            lcs[:, cols] = self._lcs_packed(padded)
+        for i in np.flatnonzero(~self.short):
+            ref = self.features[i].tokens
+            lcs[i] = [lcs_length(ref, f.tokens) for f in candidates]
+        return lcs
+
+    def _lcs_packed(self, padded: np.ndarray) -> np.ndarray:
+        """LCS lengths against the short references of candidates given as padded token ids (m, width)."""
+        n, (m, width) = self.n, padded.shape
         by_position = np.ascontiguousarray(self.masks[:, padded].transpose(2, 0, 1))  # (width, n, m)
         buffer, stride = memoryview(by_position.reshape(-1).view(np.uint8)), n * m * 8
         full = int.from_bytes(np.repeat(self.full_bits[:, None], m, axis=1).tobytes(), "little")
@@ -272,11 +294,7 @@ class RougeReference:
             u = v & int.from_bytes(buffer[start : start + stride], "little")
             v = ((v + u) | (v - u)) & full
         packed = np.frombuffer(v.to_bytes(stride, "little"), dtype=np.uint64).reshape(n, m)
-        lcs = self.lengths[:, None] - _popcount64(packed)
-        for i in np.flatnonzero(~self.short):
-            ref = self.features[i].tokens
-            lcs[i] = [lcs_length(ref, f.tokens) for f in candidates]
-        return lcs
+        return self.lengths[:, None] - _popcount64(packed)
 
     def avg_matrix(self, candidates: Sequence[RougeFeatures]) -> np.ndarray:
         """ROUGE_avg (MOSS-ChatV eq. 8) with these references as rows and `candidates` as columns."""

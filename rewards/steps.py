@@ -27,6 +27,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from .format import scan_end
+
 ABBREVIATIONS = frozenset(
     "mr mrs ms dr prof sr jr st mt vs v e.g i.e approx cf al ca inc ltd co dept "
     "jan feb mar apr jun jul aug sep sept oct nov dec u.s u.k".split()
@@ -36,21 +38,38 @@ NUMBER_ABBREVIATIONS = frozenset("no nos fig figs p pp vol ch sec eq eqs".split(
 # Candidate boundary, anchored on one terminator so the scan is a fast character-set search:
 # an ASCII . ! ? (more terminators, closing quotes/brackets) then white space and a sentence
 # start; or a CJK full stop, which ends a sentence with or without a following space.
+# The ASCII branch starts only at the first terminator of a run: a later start in the same run
+# sees the same suffix and fails the same way, and retrying it made "....x" quadratic.
 _BOUNDARY = re.compile(
-    r"[.!?。！？](?:(?<=[.!?])(?P<more>[.!?]*)[\"'’”)\]]*(?P<space>\s+)(?=[\"'“‘(\[<]?[A-Z0-9<])"
-    r"|(?<=[。！？])[。！？]*[”’」』)]*\s*)"
+    r"(?<![.!?])[.!?](?P<more>[.!?]*)[\"'’”)\]]*(?P<space>\s+)(?=[\"'“‘(\[<]?[A-Z0-9<])"
+    r"|[。！？][。！？]*[”’」』)]*\s*"
 )
 _STEP_TAG = re.compile(r"<step>(.*?)</step>", re.DOTALL)
 _THINK = re.compile(r"<think>(.*?)</think>", re.DOTALL)
 _WORD = re.compile(r"\w")
 
 
-def _is_abbreviation(before: str, next_char: str) -> bool:
-    """Whether the text before a '.' ends with an abbreviation or a single initial."""
-    words = before.rsplit(None, 1)
-    if not words:
+def _last_word(line: str, lo: int, hi: int) -> str:
+    """`line[lo:hi].rsplit(None, 1)[-1]` ("" when blank) without copying all of `line[lo:hi]`.
+
+    The window grows leftwards from `hi` until it holds white space before the word, so the cost
+    is about the word's length: a line of "Dr. Dr. Dr. …" (every '.' an abbreviation, the piece
+    never closed) no longer copies the whole growing piece at each '.'.
+    """
+    size = 32
+    while True:
+        a = max(lo, hi - size)
+        words = line[a:hi].rsplit(None, 1)
+        if a == lo or len(words) == 2:
+            return words[-1] if words else ""
+        size *= 2
+
+
+def _is_abbreviation(word: str, next_char: str) -> bool:
+    """Whether the last word before a '.' is an abbreviation or a single initial."""
+    if not word:
         return False
-    raw = words[-1].lstrip("\"'“‘([")
+    raw = word.lstrip("\"'“‘([")
     token = raw.rstrip(".").lower()
     if token in ABBREVIATIONS or (token in NUMBER_ABBREVIATIONS and next_char.isdigit()):
         return True
@@ -62,7 +81,7 @@ def _split_line_regex(line: str) -> list[str]:
     for m in _BOUNDARY.finditer(line):
         if m.group("space") is not None:
             # a lone "." may end an abbreviation rather than a sentence
-            if line[m.start()] == "." and not m.group("more") and _is_abbreviation(line[start : m.start()], line[m.end() : m.end() + 1]):
+            if line[m.start()] == "." and not m.group("more") and _is_abbreviation(_last_word(line, start, m.start()), line[m.end() : m.end() + 1]):
                 continue
             end = m.start("space")
         else:
@@ -98,7 +117,7 @@ def split_sentences(text: str, method: str = "regex") -> list[str]:
 
 def reasoning_text(response: str) -> str:
     """The `<think>` contents of a response (all blocks, in order), or the whole text if it has none."""
-    blocks = _THINK.findall(response)
+    blocks = _THINK.findall(response, 0, scan_end(response, "</think>"))
     return "\n".join(blocks) if blocks else response
 
 
@@ -108,7 +127,7 @@ def split_steps(response: str, method: str = "regex") -> list[str]:
     Only the `<think>` part counts when there is one (MOSS-ChatV aligns the reasoning, not the answer).
     """
     body = reasoning_text(response)
-    tagged = [s.strip() for s in _STEP_TAG.findall(body)]
+    tagged = [s.strip() for s in _STEP_TAG.findall(body, 0, scan_end(body, "</step>"))]
     if tagged:
         return [s for s in tagged if _WORD.search(s)]
     return split_sentences(body, method)

@@ -23,6 +23,8 @@ from __future__ import annotations
 import math
 import re
 
+from .format import tag_contents
+
 # A colon time: optional hours, minutes (1-2 digits), seconds (2 digits, optional fraction).
 # The look-arounds forbid a digit, colon or dot-digit on either side, which is what anchors it.
 _COLON_TIME = r"(?:\d+:)?\d{1,2}:\d{2}(?:\.\d+)?"
@@ -32,7 +34,9 @@ _RIGHT = r"(?![\w:]|\.\d)"
 TIME_PATTERN = re.compile(rf"{_LEFT}(?:{_COLON_TIME}|{_SECONDS}){_RIGHT}")
 COLON_TIME_PATTERN = re.compile(rf"{_LEFT}{_COLON_TIME}{_RIGHT}")
 _FULL_COLON = re.compile(r"^\s*(?:(\d+):)?(\d{1,2}):(\d{2}(?:\.\d+)?)\s*$")
-_FULL_SECONDS = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:s|sec|secs|second|seconds)?\s*$")
+# The unit carries its trailing `\s*`: "\s*(?:s|…)?\s*$" matches the same strings but backtracks
+# quadratically on a long run of spaces.
+_FULL_SECONDS = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:(?:s|sec|secs|second|seconds)\s*)?$")
 
 # A span: "from A to B", "A to B", "A - B", "[A, B]", "(A, B)" with A and B time strings.
 _T = rf"{_LEFT}(?:{_COLON_TIME}|{_SECONDS}){_RIGHT}"
@@ -41,9 +45,10 @@ SPAN_PATTERN = re.compile(
     re.IGNORECASE,
 )
 
-_TIME_TAG = re.compile(r"<time>(.*?)</time>", re.DOTALL)
-_RANGE_TAG = re.compile(r"<time_range>(.*?)</time_range>", re.DOTALL)
-_ANY_TAG = re.compile(r"<time>(.*?)</time>|<time_range>(.*?)</time_range>", re.DOTALL)
+_TAG_PAIRS = (("<time>", "</time>"), ("<time_range>", "</time_range>"))
+# The separator of a range's start and end. `(?<!\s)`: a split never starts inside a run of white
+# space (one starting at the run's first character would match too), so a long run is scanned once.
+_RANGE_SEPARATOR = re.compile(r"(?<!\s)\s*(?:-|–|—|~|to)\s*(?=\d)")
 
 
 def parse_time(text: str) -> float | None:
@@ -96,14 +101,18 @@ def parse_span(text: str) -> tuple[float, float] | None:
 
 
 def _tagged_items(text: str) -> list[tuple[str, ...]]:
-    """Raw strings of each `<time>` (1 item) and `<time_range>` (2 items: start, end), in order."""
+    """Raw strings of each `<time>` (1 item) and `<time_range>` (2 items: start, end), in order.
+
+    Linear in the length of `text` (`tag_contents` rather than a lazy regex alternation, which
+    retries every unclosed tag to the end of the text).
+    """
     items: list[tuple[str, ...]] = []
-    for m in _ANY_TAG.finditer(text):
-        if m.group(1) is not None:
-            items.append((m.group(1),))
+    for kind, content in tag_contents(text, *_TAG_PAIRS):
+        if kind == 0:
+            items.append((content,))
         else:
-            parts = re.split(r"\s*(?:-|–|—|~|to)\s*(?=\d)", m.group(2).strip(), maxsplit=1)
-            items.append(tuple(parts) if len(parts) == 2 else (m.group(2), ""))
+            parts = _RANGE_SEPARATOR.split(content.strip(), maxsplit=1)
+            items.append(tuple(parts) if len(parts) == 2 else (content, ""))
     return items
 
 
