@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.videoseek-installed
 
-.PHONY: demo test install bench browser clean
+.PHONY: demo test install bench learn browser clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -26,6 +26,10 @@ demo: $(STAMP)
 # One BLAS/OpenMP thread per process: tiny models on 2 shared cores are much faster single-threaded.
 test: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q
+
+# Does training learn? From nothing: data, a random model, SFT, GRPO, held-out evaluations (~25 min on 2 cores).
+learn: $(STAMP)
+	OMP_NUM_THREADS=1 $(PY) training/learn.py --out runs/learn --overwrite
 
 bench: $(STAMP)
 	for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

@@ -2,8 +2,14 @@
 
 Metrics are over origin episodes (perturbed groups are reported separately, by perturbation
 kind): accuracy overall, by problem type and by task kind; clue coverage, evidence score, calls
-per episode, invalid-call rate (invalid calls / all tool calls), mean of each reward component,
-tokens per episode, failures.
+per episode, invalid-call rate (invalid calls / all tool calls), valid-format rate, the rate of
+episodes with at least one crop_video call, mean of each reward component, tokens per episode,
+failures. `intervals` holds a 95 % interval of the mean of each per-episode metric.
+
+A turn has a valid format when it parses as exactly one protocol action (a think, a crop_video
+call or an answer) without the parser repairing anything; an episode has a valid format when
+every turn does and it ends with an answer. A crop the env refuses (say, start >= end) is a
+well-formed call with a wrong value: it counts as an invalid call, not as a format error.
 """
 
 from __future__ import annotations
@@ -25,9 +31,32 @@ def _mean(xs: Sequence[float]) -> float | None:
     return float(np.mean(xs)) if xs else None
 
 
+def mean_interval(xs: Sequence[float], z: float = 1.96) -> tuple[float, float, float]:
+    """(mean, low, high): the mean with its normal-approximation 95 % interval, mean ± z·s/√n.
+
+    With n of 64 or more episodes the central limit theorem makes this close to a bootstrap
+    interval; for n < 2 the interval is the mean itself.
+
+    >>> [round(v, 4) for v in mean_interval([1.0, 0.0, 1.0, 0.0])]
+    [0.5, -0.0658, 1.0658]
+    """
+    a = np.asarray(list(xs), dtype=np.float64)
+    if a.size == 0:
+        return (float("nan"),) * 3
+    m = float(a.mean())
+    half = z * float(a.std(ddof=1)) / float(np.sqrt(a.size)) if a.size > 1 else 0.0
+    return m, m - half, m + half
+
+
+def valid_format(traj: Trajectory) -> bool:
+    """Every turn one unrepaired protocol action, ending with an answer (see the module docstring)."""
+    return bool(traj.turns) and traj.terminated and all(t.action.get("type") != "invalid" and not t.repairs for t in traj.turns)
+
+
 def episode_metrics(traj: Trajectory) -> dict[str, float]:
     calls = [t for t in traj.turns if t.action.get("type") in ("crop_video", "invalid")]
     invalid = sum(1 for t in calls if t.error)
+    cropped = any(t.action.get("type") == "crop_video" for t in traj.turns)
     final = traj.turns[-1].evidence if traj.turns else {}
     tokens = sum(t.tokens.get("completion", 0) for t in traj.turns if t.tokens)
     return {
@@ -41,6 +70,8 @@ def episode_metrics(traj: Trajectory) -> dict[str, float]:
         "turns": float(len(traj.turns)),
         "tokens": float(tokens),
         "reward": float(traj.reward),
+        "valid_format": float(valid_format(traj)),
+        "crop_rate": float(cropped),
     }
 
 
@@ -50,8 +81,10 @@ def summarize(trajs: Sequence[Trajectory]) -> dict[str, Any]:
     ok = [t for t in origin if t.failure is None]
     per = [episode_metrics(t) for t in ok]
     out: dict[str, Any] = {"episodes": len(origin), "failures": len(origin) - len(ok)}
-    for key in ("accuracy", "correct", "coverage", "evidence", "calls", "turns", "tokens", "reward"):
+    keys = ("accuracy", "correct", "coverage", "evidence", "calls", "turns", "tokens", "reward", "valid_format", "crop_rate")
+    for key in keys:
         out[key] = _mean([m[key] for m in per])
+    out["intervals"] = {key: list(mean_interval([m[key] for m in per])[1:]) for key in keys} if per else {}
     tool_calls = sum(m["tool_calls"] for m in per)
     out["invalid_call_rate"] = sum(m["invalid_calls"] for m in per) / tool_calls if tool_calls else 0.0
     comps: dict[str, list[float]] = defaultdict(list)
@@ -98,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     table = Table(title=f"{args.run} ({metrics['episodes']} episodes)")
     table.add_column("metric")
     table.add_column("value", justify="right")
-    for key in ("accuracy", "coverage", "evidence", "calls", "invalid_call_rate", "turns", "tokens", "reward", "failures"):
+    for key in ("accuracy", "coverage", "evidence", "calls", "invalid_call_rate", "valid_format", "crop_rate", "turns", "tokens", "reward", "failures"):
         v = metrics[key]
         table.add_row(key, "-" if v is None else f"{v:.3f}")
     for k, v in metrics["reward_components"].items():

@@ -325,6 +325,7 @@ def solve_speed(sample, frames: np.ndarray, times: np.ndarray) -> str | None:
 
 SOLVERS: dict[str, Callable[..., str | None]] = {
     "flash_shape": solve_flash_shape,
+    "flash_colour": solve_flash_shape,
     "count_flashes": solve_count_flashes,
     "event_order": solve_event_order,
     "direction": solve_direction,

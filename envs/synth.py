@@ -21,6 +21,10 @@ Task kinds (one builder function each, `TASK_BUILDERS`):
                   drawn with equal probability for every scene (the number of grey distractors is
                   drawn independently), the same decorrelation without a shortcut through scene
                   complexity. The stated original crossing time makes "original" identifiable.
+    flash_colour  the learning curriculum's kind (`make learn`, not in the default mix): a large
+                  shape flashes for 1-1.5 s; what colour is it, from all five colours in one fixed
+                  option order. The answer is read straight off the clue frames, and the fixed
+                  order lets a small model map a colour to its letter without reading the options.
 
 Every sample carries `clue_intervals` (seconds, frame-exact spans of the visible evidence),
 `options`/`answer`, a `reference_reasoning` in VideoMend's Ref-Delta form (seed 002, §3.3:
@@ -57,7 +61,8 @@ import numpy as np
 from videoseek.envs.sample import VideoSample, write_jsonl
 
 DATA_SOURCE = "videoseek-synth"
-TASK_KINDS = ("flash_shape", "count_flashes", "event_order", "direction", "speed")
+TASK_KINDS = ("flash_shape", "count_flashes", "event_order", "direction", "speed")  # the default mix
+CURRICULUM_KINDS = ("flash_colour",)  # opt-in kinds (`--kinds flash_colour`)
 
 # Saturated colours, hues at least ~50 degrees apart so lossy H.264 chroma cannot confuse them.
 PALETTE: dict[str, tuple[int, int, int]] = {
@@ -88,7 +93,7 @@ FPS_CHOICES = (8, 10, 12, 15, 24, 25, 30)
 # Default duration mix (weight, low s, high s): mostly short so a set renders fast.
 DURATION_MIX = ((0.6, 10.0, 30.0), (0.3, 30.0, 75.0), (0.1, 75.0, 180.0))
 # The smallest video each kind needs so its longest event fits between two uniform frames.
-MIN_DURATION = {"flash_shape": 10.0, "count_flashes": 20.0, "event_order": 10.0, "direction": 16.0, "speed": 40.0}
+MIN_DURATION = {"flash_shape": 10.0, "flash_colour": 10.0, "count_flashes": 20.0, "event_order": 10.0, "direction": 16.0, "speed": 40.0}
 LETTERS = "ABCDEFGH"
 # Shortest clue interval: above the env's default shortest crop (0.5 s), so cropping exactly a clue
 # is a valid call. A shorter event (a sped-up crossing) sits centred in a clue this long.
@@ -473,6 +478,35 @@ def flash_shape_task(rng: np.random.Generator, spec: VideoSpec, placer: Placer) 
     )
 
 
+def flash_colour_task(rng: np.random.Generator, spec: VideoSpec, placer: Placer) -> TaskPlan:
+    """A shape flashes once for 1-1.5 s; which of the five colours (fixed option order) is it."""
+    colour = str(rng.choice(list(PALETTE)))
+    shape = str(rng.choice(SHAPES))
+    span = placer.place(rng, placer.frames_for(rng, 1.0, 1.5, minimum=max(3, spec.fps // 3)))
+    # Most of the frame height: at a small model's pixel budget (112x112) the shape covers most
+    # merged vision tokens of its frames, so its colour is what those frames are about.
+    size = int(rng.uniform(0.8, 0.9) * spec.height)
+    xy = (float(rng.uniform(0.03 * spec.width, 0.97 * spec.width - size)), float(rng.uniform(0.03 * spec.height, 0.97 * spec.height - size)))
+    sprite = Sprite(f"{colour} {shape}", shape, colour, size, span[0], span[1], xy)
+    choices = list(PALETTE)
+    letter = LETTERS[choices.index(colour)]
+    s, e = _span_times(spec, span)
+    where = place_words(*_centre(sprite, spec, span[0]))
+    mid = (span[0] + span[1] - 1) // 2
+    steps = [
+        Step(s, f"A {colour} {shape} has just appeared in the {where} of the frame."),
+        Step(s, f"<delta>the {colour} {shape} stays still in the {where} and then vanishes; the rest of the scene shows negligible change</delta>", e),
+    ]
+    return TaskPlan(
+        question="At one moment a shape flashes briefly on the screen. What colour is it?",
+        options=lettered(choices), answer=letter, problem_type="multiple_choice",
+        clues=[span], critical=0, steps=steps, summary=f"The flashing shape is {colour}, which is option {letter}.", sprites=[sprite],
+        key_frames=[{"time": round(spec.time(mid + 0.5), 4), "boxes": {sprite.name: sprite.box(mid, spec)}}],
+        task={"question_about": "colour"},
+        generation={"colour": colour, "shape": shape, "size_px": sprite.size, "xy": [round(v, 2) for v in sprite.xy0]},
+    )
+
+
 def count_flashes_task(rng: np.random.Generator, spec: VideoSpec, placer: Placer) -> TaskPlan:
     """A row of K lamps; during one 1.5–3 s burst N distinct lamps light once each (numerical).
 
@@ -690,6 +724,7 @@ def speed_task(rng: np.random.Generator, spec: VideoSpec, placer: Placer) -> Tas
 
 TASK_BUILDERS: dict[str, Callable[[np.random.Generator, VideoSpec, Placer], TaskPlan]] = {
     "flash_shape": flash_shape_task,
+    "flash_colour": flash_colour_task,
     "count_flashes": count_flashes_task,
     "event_order": event_order_task,
     "direction": direction_task,
@@ -751,7 +786,7 @@ def make_sample(seed: int, index: int, kind: str, video_dir: str | os.PathLike[s
                 min_duration: float = 10.0, max_duration: float = 180.0, crf: int = 23) -> VideoSample:
     """Render sample `index` of the set for `seed` (kind `kind`), write its mp4, return the sample."""
     if kind not in TASK_BUILDERS:
-        raise ValueError(f"unknown task kind {kind!r}; choose from {', '.join(TASK_KINDS)}")
+        raise ValueError(f"unknown task kind {kind!r}; choose from {', '.join(TASK_BUILDERS)}")
     rng = np.random.default_rng([seed, index])
     spec = choose_spec(rng, kind, min_duration, max_duration)
     tile, drift, background = make_background(rng, spec)
@@ -823,7 +858,7 @@ def generate_dataset(out_dir: str | os.PathLike[str], n: int, seed: int = 0, kin
     kinds = list(TASK_KINDS if kinds is None else kinds)
     unknown = [k for k in kinds if k not in TASK_BUILDERS]
     if unknown or not kinds:
-        raise ValueError(f"unknown task kinds {unknown}; choose from {', '.join(TASK_KINDS)}")
+        raise ValueError(f"unknown task kinds {unknown}; choose from {', '.join(TASK_BUILDERS)}")
     if n < 1:
         raise ValueError(f"n must be at least 1, got {n}")
     if not (0 < min_duration <= max_duration):
@@ -864,7 +899,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="output folder (videos/ and samples.jsonl are written there)")
     parser.add_argument("--n", type=int, default=50, help="number of samples (default 50)")
     parser.add_argument("--seed", type=int, default=0, help="random seed; the same seed gives the same set (default 0)")
-    parser.add_argument("--kinds", default=",".join(TASK_KINDS), help=f"comma-separated task kinds (default all: {','.join(TASK_KINDS)})")
+    parser.add_argument("--kinds", default=",".join(TASK_KINDS), help=f"comma-separated task kinds (default: {','.join(TASK_KINDS)}; also {','.join(CURRICULUM_KINDS)})")
     parser.add_argument("--workers", type=int, default=1, help="parallel rendering processes (default 1)")
     parser.add_argument("--min-duration", type=float, default=10.0, help="shortest video in seconds (default 10)")
     parser.add_argument("--max-duration", type=float, default=180.0,
@@ -878,7 +913,7 @@ def run(args: argparse.Namespace) -> int:
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
     unknown = [k for k in kinds if k not in TASK_BUILDERS]
     if unknown or not kinds:
-        raise UserError(f"--kinds: unknown task kind(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(TASK_KINDS)}")
+        raise UserError(f"--kinds: unknown task kind(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(TASK_BUILDERS)}")
     if args.n < 1:
         raise UserError(f"--n must be at least 1, got {args.n}")
     if args.workers < 1:

@@ -69,18 +69,20 @@ def token_logprobs(model: torch.nn.Module, episode: TokenizedEpisode, device: to
 
 
 def masked_token_logprobs(model: torch.nn.Module, episode: TokenizedEpisode, device: torch.device | str,
-                          with_entropy: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+                          with_entropy: bool = False, temperature: float = 1.0) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """log p(x_t | x_<t) of the loss-masked tokens only, in order (shape (mask.sum(),)); differentiable.
 
     The output head runs on those positions alone (`logits_to_keep` as indices), which on a small
-    model is most of the cost of a full-sequence `token_logprobs`. `with_entropy` also returns the
-    policy's entropy at each of those positions (detached).
+    model is most of the cost of a full-sequence `token_logprobs`. `temperature` divides the
+    logits first, as verl's actor does with the rollout temperature, so the log-probs are those
+    of the distribution the tokens were sampled from. `with_entropy` also returns that
+    distribution's entropy at each of those positions (detached).
     """
     ids = episode.input_ids.to(device).unsqueeze(0)
     targets = torch.nonzero(episode.loss_mask[1:]).flatten().to(device)  # position t predicts token t+1
     extra = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in episode.model_inputs.items()}
     out = model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False, logits_to_keep=targets, **extra)
-    logp = torch.log_softmax(out.logits[0].float(), dim=-1)
+    logp = torch.log_softmax(out.logits[0].float() / temperature, dim=-1)
     picked = logp.gather(1, ids[0, targets + 1].unsqueeze(1)).squeeze(1)
     if not with_entropy:
         return picked
@@ -124,13 +126,13 @@ def grpo_advantages(rewards: Sequence[float], group_ids: Sequence[str], mask: to
 
 
 def batch_logprobs(model: torch.nn.Module, episodes: Sequence[TokenizedEpisode], device: torch.device | str,
-                   with_entropy: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+                   with_entropy: bool = False, temperature: float = 1.0) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """(B, max_len-1) log-probabilities aligned with `response_mask_of`: computed on the policy's
     tokens only (`masked_token_logprobs`), 0 elsewhere (every loss multiplies by the mask)."""
     rows, entropies = [], []
     for e in episodes:
         where = torch.nonzero(e.loss_mask[1:]).flatten().to(device)
-        result = masked_token_logprobs(model, e, device, with_entropy)
+        result = masked_token_logprobs(model, e, device, with_entropy, temperature)
         picked, entropy = result if with_entropy else (result, None)
         rows.append(torch.zeros(e.input_ids.numel() - 1, device=device).index_put((where,), picked))
         if with_entropy:
@@ -148,20 +150,22 @@ def grpo_update(
     actor_config: Any,
     device: torch.device | str = "cpu",
     norm_by_std: bool = True,
+    temperature: float = 1.0,
 ) -> UpdateStats:
     """One on-policy GRPO step over `episodes` (one mini-batch, one PPO epoch, as GRPO does).
 
     `actor_config` is verl's `ActorConfig` (from the composed hydra config): clip ratios,
-    `loss_agg_mode`, `use_kl_loss`, `kl_loss_coef`, `kl_loss_type`, `grad_clip`.
+    `loss_agg_mode`, `use_kl_loss`, `kl_loss_coef`, `kl_loss_type`, `grad_clip`. `temperature`
+    is the rollout's sampling temperature (policy and reference log-probs use it, as in verl).
     """
     mask = response_mask_of(episodes).to(device)
     advantages = grpo_advantages(rewards, group_ids, mask.cpu(), norm_by_std).to(device)
     policy.eval()  # dropout off: the log-probs are those the policy sampled with
     with torch.no_grad():
-        ref_logprobs = batch_logprobs(reference, episodes, device) if reference is not None else None
+        ref_logprobs = batch_logprobs(reference, episodes, device, temperature=temperature) if reference is not None else None
 
     optimizer.zero_grad(set_to_none=True)
-    new_logprobs, entropy = batch_logprobs(policy, episodes, device, with_entropy=True)
+    new_logprobs, entropy = batch_logprobs(policy, episodes, device, with_entropy=True, temperature=temperature)
     # One on-policy update of the whole batch (GRPO: one mini-batch, one epoch): the "old" policy
     # is this very policy, so its log-probs are the new ones detached (verl recomputes them in a
     # separate pass, which gives the same numbers; the ratio starts at exactly 1).

@@ -196,6 +196,7 @@ def run_local(args: argparse.Namespace) -> int:
     from videoseek.envs.env import EnvConfig
     from videoseek.rewards import RewardConfig
     from videoseek.training.local_grpo import grpo_update
+    from videoseek.training.sft import freeze_vision_encoder
     from videoseek.training.local_rollout import (
         RecordingPolicy,
         rollout_metrics,
@@ -224,8 +225,11 @@ def run_local(args: argparse.Namespace) -> int:
 
     policy = TransformersPolicy(model, device=device, max_new_tokens=spec.max_turn_tokens, temperature=spec.temperature, seed=args.seed)
     reference = copy.deepcopy(policy.model).eval().requires_grad_(False)
+    if actor.freeze_vision_tower:  # verl 0.9.1 declares this actor key; the local backend applies it
+        print(f"vision encoder frozen: {freeze_vision_encoder(policy.model)} parameters", flush=True)
     optim = actor.optim
-    optimizer = torch.optim.AdamW(policy.model.parameters(), lr=spec.lr, betas=tuple(optim.betas), weight_decay=optim.weight_decay)
+    trainable = [p for p in policy.model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trainable, lr=spec.lr, betas=tuple(optim.betas), weight_decay=optim.weight_decay)
     rng = np.random.default_rng(args.seed)
     print(f"local GRPO: {spec.reward}, G={spec.group_size}, {spec.batch_size} questions/step, {spec.steps} steps, {model} on {device}", flush=True)
 
@@ -245,7 +249,8 @@ def run_local(args: argparse.Namespace) -> int:
 
         # Update: group-normalised advantages, clipped policy loss, KL to the reference (verl's core_algos).
         if batch.episodes:
-            stats = grpo_update(policy.model, reference, optimizer, batch.episodes, batch.rewards, batch.group_ids, actor, device)
+            stats = grpo_update(policy.model, reference, optimizer, batch.episodes, batch.rewards, batch.group_ids, actor, device,
+                                temperature=spec.temperature or 1.0)  # greedy (0) rollouts: plain log-probs
             update = {"loss": stats.loss, "pg_loss": stats.pg_loss, "kl": stats.kl, "grad_norm": stats.grad_norm,
                       "pg_clipfrac": stats.pg_clipfrac, "policy_tokens": stats.policy_tokens, "entropy": stats.entropy}  # fmt: skip
         else:

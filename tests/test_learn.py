@@ -1,0 +1,80 @@
+"""The `make learn` pieces that run fast: the flash_colour curriculum, the searchers whose traces
+SFT learns from, and the summary (metrics, paired intervals, checks, curves) `training/learn.py`
+writes. The full pipeline is a benchmark (`make learn`), not a test."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from videoseek.agents.evaluate import episode_metrics, mean_interval
+from videoseek.agents.rollout import read_trajectories, run_rollouts
+from videoseek.agents.scripted import SCRIPTED
+from videoseek.envs import perceive as perceive_module
+from videoseek.envs.env import EnvConfig
+from videoseek.envs.synth import PALETTE, generate_dataset
+from videoseek.envs.video import open_video
+
+ENV = EnvConfig(initial_frames=4, frames_per_call=4, max_turns=6, max_total_frames=24, max_pixels=112 * 112)
+
+
+@pytest.fixture(scope="module")
+def curriculum(tmp_path_factory):
+    out = tmp_path_factory.mktemp("curriculum")
+    return generate_dataset(out, n=6, seed=3, kinds=["flash_colour"], min_duration=10, max_duration=10, avoid_uniform=(4,))
+
+
+def test_flash_colour_is_seen_only_by_seeking(curriculum):
+    for s in curriculum:
+        assert s.options == [f"{'ABCDE'[k]}. {c}" for k, c in enumerate(PALETTE)]  # one fixed order
+        video = open_video(s.video)
+        sparse, _ = video.frames_by_index(video.indices_at((np.arange(4) + 0.5) * s.duration / 4))
+        assert int((perceive_module.chroma(sparse) >= perceive_module.MIN_CHROMA).sum()) == 0, s.id
+        (a, b), = s.clue_intervals
+        clue, times = video.frames_by_index(video.indices_at(np.linspace(a + 0.05, b - 0.05, 3)))
+        assert perceive_module.perceive(s, clue, times) == s.answer, s.id
+
+
+@pytest.mark.parametrize("name", ["sweep", "sweep-shuffled", "oracle-brief"])
+def test_searchers_find_the_flash_and_answer_right(curriculum, name, tmp_path):
+    trajs = run_rollouts(curriculum, SCRIPTED[name](), env_config=ENV, out_dir=tmp_path, progress=False)
+    assert all(t.correct for t in trajs), [t.sample_id for t in trajs if not t.correct]
+    assert all(episode_metrics(t)["valid_format"] == 1.0 for t in trajs)
+    if name != "oracle-brief":  # a searcher's last crop is the window that showed the flash
+        for t in trajs:
+            *_, last_crop, answer = [turn for turn in t.turns]
+            (a, b), = t.clue_intervals
+            assert last_crop.call.start < b and a < last_crop.call.end
+    if name == "sweep-shuffled":  # some first crops miss, and a later one corrects them
+        assert any(len(t.turns) > 2 for t in trajs)
+
+
+def test_summary_pairs_stages_by_sample_and_checks_the_claims(curriculum, tmp_path):
+    from videoseek.training import learn
+
+    for stage, policy in {"base": "no-tool", "sft": "sweep", "grpo": "oracle-brief", "no-tool": "no-tool", "oracle": "oracle"}.items():
+        run_rollouts(curriculum, SCRIPTED[policy](), env_config=ENV, out_dir=tmp_path / "eval" / stage, progress=False)
+    for stage, key in (("sft", "loss"), ("grpo", "reward")):
+        (tmp_path / stage).mkdir()
+        (tmp_path / stage / "metrics.jsonl").write_text("".join(json.dumps({"step": k, key: 1.0 / k, "accuracy": 0.5, "kl": 0.0, "entropy": 0.1}) + "\n" for k in (1, 2, 3)))
+    checkpoints = {s: tmp_path / s / "checkpoint" for s in learn.STAGES}
+    summary = learn.write_summary(tmp_path, tmp_path / "heldout.jsonl", checkpoints, seconds=1.0)
+
+    sft = {t.sample_id: t.reward for t in read_trajectories(tmp_path / "eval" / "sft")}
+    grpo = {t.sample_id: t.reward for t in read_trajectories(tmp_path / "eval" / "grpo")}
+    mean, low, high = mean_interval([grpo[k] - sft[k] for k in sft])
+    assert summary["grpo_minus_sft"]["reward"] == {"mean": mean, "interval": [low, high], "samples": len(curriculum)}
+    assert summary["grpo"]["accuracy"] == 1.0 and summary["base"]["crop_rate"] == 0.0 and summary["sft"]["crop_rate"] == 1.0
+    assert summary["checks"]["grpo_accuracy>no_tool"] and not summary["checks"]["heldout_episodes>=64"]
+    assert summary["grpo"]["checkpoint"] == str(checkpoints["grpo"]) and set(summary["baselines"]) == {"no-tool", "oracle"}
+    for stage in learn.STAGES:
+        low, high = summary[stage]["intervals"]["reward"]
+        assert low <= summary[stage]["reward"] <= high
+    assert json.loads((tmp_path / "summary.json").read_text()) == summary
+    table = learn.markdown_table(summary)
+    assert table.count("\n| ") == 5 and "GRPO - SFT" in table
+
+    learn.plot_curves(tmp_path / "grpo" / "metrics.jsonl", tmp_path / "sft" / "metrics.jsonl", tmp_path / "curves.png")
+    assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

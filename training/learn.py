@@ -1,0 +1,245 @@
+#!/usr/bin/env python
+"""`make learn`: show, with numbers, that training here makes a policy better (2 CPU cores, < 40 min).
+
+From nothing, each stage an ordinary command printed before it runs (repeat any by hand):
+
+1. data: `videoseek synth` writes a train set and a disjoint held-out set (other seeds) of the
+   `flash_colour` curriculum: a large shape flashes for 1-1.5 s between the 4 sparse initial
+   frames, and the question asks its colour (five options, fixed order). The answer is read
+   straight off the clue frames, and no initial frame shows it, so a policy must find the flash.
+2. model: `videoseek tiny-model` builds the small random Qwen2.5-VL (random init).
+3. traces: `videoseek rollout` of three scripted searchers on the train set - `sweep` (quarter
+   windows in order until the flash shows), `sweep-shuffled` (windows in a random order: wrong
+   first crops, then corrections) and `oracle-brief` (the clue directly, on a quarter of the
+   samples) - and `videoseek export-sft` into conversations.
+4. SFT: `training/run_sft.py` (local backend) from the random model on those conversations.
+5. GRPO: `training/run_csgrpo.py --backend local --config learn_cpu` from the SFT checkpoint,
+   with the `csgrpo` preset.
+6. evaluation: `videoseek rollout` + `videoseek eval` on the held-out set for `base`, `sft`,
+   `grpo` and the `no-tool` and `oracle` scripted agents, with the same env and decoding.
+
+It writes RUN/summary.json (per stage: held-out accuracy, mean reward, coverage, valid-format
+rate, rate of episodes with a crop_video call, episode count, 95 % intervals, checkpoint; the
+held-out samples path; the scripted baselines; the GRPO - SFT reward difference paired by
+sample with its interval; the checks of issue 12), RUN/curves.png (GRPO reward, accuracy, KL
+and entropy per step, and the SFT loss), and every evaluation's trajectories under RUN/eval/
+(`videoseek view RUN/eval/grpo`).
+
+    python training/learn.py --out runs/learn            # what `make learn` runs
+    python training/learn.py --out runs/learn --resume   # skip the stages whose outputs exist
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a file: drop training/ from the path (its modules are videoseek.training.*)
+    sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+HERE = Path(__file__).resolve().parent
+CURRICULUM = ["--kinds", "flash_colour", "--min-duration", "10", "--max-duration", "10", "--avoid-uniform", "4"]
+STAGES = ("base", "sft", "grpo")
+BASELINES = ("no-tool", "oracle")
+SEARCHERS = (("sweep", None), ("sweep-shuffled", None), ("oracle-brief", 4))  # (policy, share 1/k of the samples)
+REPORTED = ("accuracy", "reward", "coverage", "valid_format", "crop_rate")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", default="runs/learn", help="run folder (default runs/learn)")
+    p.add_argument("--train-n", type=int, default=160, help="train samples (default 160)")
+    p.add_argument("--heldout-n", type=int, default=96, help="held-out samples, one greedy episode each (default 96)")
+    p.add_argument("--sft-epochs", type=int, default=8)
+    p.add_argument("--sft-lr", type=float, default=3e-3, help="SFT peak learning rate (a random tiny model wants ~1e-3)")
+    p.add_argument("--grpo-steps", type=int, default=None, help="GRPO steps (default: the learn_cpu config's)")
+    p.add_argument("--eval-temperature", type=float, default=0.0, help="decoding for evaluation (default 0: greedy)")
+    p.add_argument("--seed", type=int, default=0)
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--resume", action="store_true", help="keep RUN and skip the stages whose outputs exist")
+    group.add_argument("--overwrite", action="store_true", help="delete RUN first")
+    return p.parse_args(argv)
+
+
+def run(cmd: list[str], log: Path | None = None) -> None:
+    """Print a stage's command, then run it (its output to the console, or to `log`)."""
+    print("$ " + " ".join(shlex.quote(c) for c in cmd), flush=True)
+    if log is None:
+        subprocess.run(cmd, check=True)
+        return
+    with log.open("w") as fh:
+        done = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT)
+    if done.returncode:
+        raise SystemExit(f"learn: stage failed (exit {done.returncode}); its output: {log}")
+
+
+def env_flags(env: dict) -> list[str]:
+    """`videoseek rollout` flags for the learn_cpu config's env block."""
+    return [a for k, v in env.items() for a in ("--env", f"{k}={json.dumps(v)}")]
+
+
+def main(argv: list[str] | None = None) -> int:
+    from videoseek.training.verl_config import load_ready_config
+
+    args = parse_args(argv)
+    out = Path(args.out)
+    if out.exists() and any(out.iterdir()) and not (args.resume or args.overwrite):
+        raise SystemExit(f"learn: {out} is not empty: pass --resume to continue it or --overwrite to start again")
+    if args.overwrite and out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "logs").mkdir(exist_ok=True)
+    started = time.perf_counter()
+    python, videoseek = sys.executable, [sys.executable, "-m", "videoseek"]
+    config = load_ready_config("learn_cpu")
+    env = env_flags(config["env"])
+    common = ["--reward", config["reward"], *env, "--no-progress"]
+    data = {"train": out / "data" / "train" / "samples.jsonl", "heldout": out / "data" / "heldout" / "samples.jsonl"}
+    checkpoints = {"base": out / "base_model", "sft": out / "sft" / "checkpoint", "grpo": out / "grpo" / "checkpoint"}
+
+    def stage(done: Path, cmd: list[str], log: str | None = None) -> None:
+        if args.resume and done.exists():
+            print(f"# exists, skipped: {done}", flush=True)
+            return
+        run(cmd, out / "logs" / log if log else None)
+
+    # 1-2. data and the random model
+    for name, seed, n in (("train", 1, args.train_n), ("heldout", 2, args.heldout_n)):
+        stage(data[name], [*videoseek, "synth", "--out", str(data[name].parent), "--n", str(n), "--seed", str(seed), *CURRICULUM],
+              log=f"synth_{name}.log")
+    stage(checkpoints["base"] / "config.json", [*videoseek, "tiny-model", "--out", str(checkpoints["base"]), "--seed", str(args.seed)])
+
+    # 3. search traces -> SFT conversations
+    for policy, share in SEARCHERS:
+        limit = ["--limit", str(max(1, args.train_n // share))] if share else []
+        stage(out / "traces" / policy / "trajectories.jsonl",
+              [*videoseek, "rollout", "--data", str(data["train"]), "--policy", policy, "--out", str(out / "traces" / policy), *limit, *common])  # fmt: skip
+    sft_data = out / "sft_data" / "train.parquet"
+    stage(sft_data, [*videoseek, "export-sft", "--runs", *(str(out / "traces" / p) for p, _ in SEARCHERS), "--out", str(sft_data.parent)])
+
+    def evaluate(name: str, policy: str) -> None:
+        run_dir = out / "eval" / name
+        model = ["--temperature", str(args.eval_temperature), "--max-new-tokens", str(config["max_turn_tokens"]), "--seed", str(args.seed)]
+        stage(run_dir / "trajectories.jsonl",
+              [*videoseek, "rollout", "--data", str(data["heldout"]), "--policy", policy, "--out", str(run_dir), *common,
+               *(model if policy.startswith("hf:") else [])], log=f"eval_{name}.log")  # fmt: skip
+        stage(run_dir / "metrics.json", [*videoseek, "eval", str(run_dir)], log=f"eval_{name}_metrics.log")
+
+    # 4-6. base, SFT, GRPO, each evaluated on the held-out set
+    evaluate("base", f"hf:{checkpoints['base']}")
+    stage(checkpoints["sft"] / "config.json",
+          [python, str(HERE / "run_sft.py"), "--model", str(checkpoints["base"]), "--data", str(sft_data), "--out", str(out / "sft"),
+           "--epochs", str(args.sft_epochs), "--lr", str(args.sft_lr), "--batch-size", "8", "--freeze-vision", "--threads", "1",
+           "--seed", str(args.seed)])  # fmt: skip
+    evaluate("sft", f"hf:{checkpoints['sft']}")
+    steps = ["--steps", str(args.grpo_steps)] if args.grpo_steps else []
+    stage(checkpoints["grpo"] / "config.json",
+          [python, str(HERE / "run_csgrpo.py"), "--backend", "local", "--config", "learn_cpu", "--model", str(checkpoints["sft"]),
+           "--data", str(data["train"]), "--out", str(out / "grpo"), "--threads", "1", "--seed", str(args.seed), *steps])  # fmt: skip
+    evaluate("grpo", f"hf:{checkpoints['grpo']}")
+    for name in BASELINES:
+        evaluate(name, name)
+
+    summary = write_summary(out, data["heldout"], checkpoints, time.perf_counter() - started)
+    plot_curves(out / "grpo" / "metrics.jsonl", out / "sft" / "metrics.jsonl", out / "curves.png")
+    print(markdown_table(summary))
+    print(f"summary: {out / 'summary.json'}\ncurves: {out / 'curves.png'}\ntrajectories: videoseek view {out / 'eval' / 'grpo'}")
+    failed = [k for k, v in summary["checks"].items() if not v]
+    if failed:
+        print(f"learn: checks not met: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+# ---- the summary ---------------------------------------------------------------------------------
+def stage_metrics(run_dir: Path) -> tuple[dict, dict[str, dict[str, float]]]:
+    """(reported metrics with 95 % intervals, per-sample episode metrics) of one evaluation run."""
+    from videoseek.agents.evaluate import episode_metrics, summarize
+    from videoseek.agents.rollout import read_trajectories
+
+    trajs = read_trajectories(run_dir)
+    m = summarize(trajs)
+    reported = {k: m[k] for k in REPORTED} | {"episodes": m["episodes"], "failures": m["failures"]}
+    reported["intervals"] = {k: m["intervals"][k] for k in REPORTED}
+    per_sample = {t.sample_id: episode_metrics(t) for t in trajs if t.group.role == "origin" and t.failure is None}
+    return reported, per_sample
+
+
+def paired_difference(a: dict[str, dict[str, float]], b: dict[str, dict[str, float]], key: str) -> dict:
+    """Mean of b - a over the samples both ran, with its 95 % interval (a paired comparison)."""
+    from videoseek.agents.evaluate import mean_interval
+
+    common = sorted(set(a) & set(b))
+    mean, low, high = mean_interval([b[s][key] - a[s][key] for s in common])
+    return {"mean": mean, "interval": [low, high], "samples": len(common)}
+
+
+def write_summary(out: Path, heldout: Path, checkpoints: dict[str, Path], seconds: float) -> dict:
+    stages, per = {}, {}
+    for name in (*STAGES, *BASELINES):
+        stages[name], per[name] = stage_metrics(out / "eval" / name)
+    for name in STAGES:
+        stages[name]["checkpoint"] = str(checkpoints[name])
+    reward_gain = paired_difference(per["sft"], per["grpo"], "reward")
+    summary = {
+        "heldout_data": str(heldout),
+        **{name: stages[name] for name in STAGES},
+        "baselines": {name: stages[name] for name in BASELINES},
+        "grpo_minus_sft": {"reward": reward_gain, "accuracy": paired_difference(per["sft"], per["grpo"], "accuracy")},
+        "checks": {
+            "heldout_episodes>=64": min(stages[s]["episodes"] for s in STAGES) >= 64,
+            "sft_valid_format>=0.9": stages["sft"]["valid_format"] >= 0.9,
+            "sft_crop_rate>=0.8": stages["sft"]["crop_rate"] >= 0.8,
+            "grpo_reward_gain_low>0": reward_gain["interval"][0] > 0,
+            "grpo_accuracy>no_tool": stages["grpo"]["accuracy"] > stages["no-tool"]["accuracy"],
+        },
+        "seconds": round(seconds, 1),
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    return summary
+
+
+def markdown_table(summary: dict) -> str:
+    """The README's table: one row per stage and baseline, held-out metrics with 95 % intervals."""
+    rows = [("base", summary["base"]), ("sft", summary["sft"]), ("grpo", summary["grpo"])] + list(summary["baselines"].items())
+    lines = ["| agent | episodes | accuracy | mean reward | coverage | valid format | calls crop_video |", "|---|---|---|---|---|---|---|"]
+    for name, m in rows:
+        cells = [f"{m[k]:.3f} [{m['intervals'][k][0]:.2f}, {m['intervals'][k][1]:.2f}]" for k in REPORTED]
+        lines.append(f"| {name} | {m['episodes']} | " + " | ".join(cells) + " |")
+    gain = summary["grpo_minus_sft"]["reward"]
+    lines.append(f"\nGRPO - SFT held-out mean reward, paired by sample: {gain['mean']:+.3f} [{gain['interval'][0]:+.3f}, {gain['interval'][1]:+.3f}]")
+    return "\n".join(lines)
+
+
+def plot_curves(grpo_metrics: Path, sft_metrics: Path, png: Path) -> None:
+    """GRPO reward, accuracy, KL and entropy per step, and the SFT loss per step, in one PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    grpo = [json.loads(line) for line in grpo_metrics.read_text().splitlines() if line.strip()]
+    sft = [json.loads(line) for line in sft_metrics.read_text().splitlines() if line.strip()]
+    panels = [("GRPO mean reward", grpo, "reward"), ("GRPO accuracy", grpo, "accuracy"), ("GRPO KL to reference", grpo, "kl"),
+              ("GRPO policy entropy (nats/token)", grpo, "entropy"), ("SFT loss (assistant tokens)", sft, "loss")]  # fmt: skip
+    fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.2))
+    for ax, (title, rows, key) in zip(axes, panels):
+        points = [(r["step"], r[key]) for r in rows if key in r]
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker="." if len(points) < 60 else None)
+        ax.set_title(title, fontsize=10)
+        if key == "loss":
+            ax.set_yscale("log")
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(png, dpi=100)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
