@@ -19,9 +19,9 @@ SCRIPTED_AGENTS = ("oracle", "uniform", "random", "no-tool")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", type=Path, default=Path("runs/demo"), help="run directory (default runs/demo)")
-    parser.add_argument("--n", type=int, default=15, help="synthetic samples (default 15: three of each task kind)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=Path("runs/demo"), help="run directory")
+    parser.add_argument("--n", type=int, default=15, help="synthetic samples (15: three of each task kind)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic set, the episodes and the tiny model")
     parser.add_argument("--reward", default="csgrpo", help="reward preset used to score the episodes")
     parser.add_argument("--model-samples", type=int, default=4, help="samples the tiny model plays (0 skips it)")
 

@@ -114,6 +114,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from videoseek.agents.rollout import read_trajectories
@@ -128,18 +129,19 @@ def run(args: argparse.Namespace) -> int:
     metrics = summarize(trajs)
     out = args.out or args.run / "metrics.json"
     out.write_text(json.dumps(metrics, indent=2))
-    table = Table(title=f"{args.run} ({metrics['episodes']} episodes)")
+    # Labels are text, not markup: rich would read "accuracy[multiple_choice]" as a style tag and drop it.
+    table = Table(title=escape(f"{args.run} ({metrics['episodes']} episodes)"))
     table.add_column("metric")
     table.add_column("value", justify="right")
     for key in ("accuracy", "coverage", "evidence", "calls", "invalid_call_rate", "valid_format", "crop_rate", "turns", "tokens", "reward", "failures"):
         v = metrics[key]
         table.add_row(key, "-" if v is None else f"{v:.3f}")
     for k, v in metrics["reward_components"].items():
-        table.add_row(f"reward.{k}", "-" if v is None else f"{v:.3f}")
+        table.add_row(escape(f"reward.{k}"), "-" if v is None else f"{v:.3f}")
     for k, v in metrics["by_problem_type"].items():
-        table.add_row(f"accuracy[{k}]", f"{v['accuracy']:.3f} (n={v['n']})")
+        table.add_row(escape(f"accuracy[{k}]"), f"{v['accuracy']:.3f} (n={v['n']})")
     for k, v in metrics["by_task_kind"].items():
-        table.add_row(f"accuracy[{k}]", f"{v['accuracy']:.3f} (n={v['n']})")
+        table.add_row(escape(f"accuracy[{k}]"), f"{v['accuracy']:.3f} (n={v['n']})")
     Console().print(table)
     print(f"metrics written to {out}")
     return 0

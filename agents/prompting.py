@@ -62,6 +62,8 @@ import numpy as np
 
 from videoseek.agents.families import family_of
 from videoseek.agents.policy import Message
+# The protocol constants live with the env (rewards <- envs <- agents); re-exported from here.
+from videoseek.envs.protocol import CROP_VIDEO_TOOL, SYSTEM_PROMPT  # noqa: F401
 
 ROLES = ("system", "user", "assistant", "tool")
 MODES = ("video", "images")
@@ -71,33 +73,6 @@ DEFAULT_STOP_STRINGS = ("</tool_call>", "</answer>")
 # Frame indices in VideoMetadata are integers: express timestamps in milliseconds.
 TIME_BASE = 1000
 ZERO_WIDTH_SPACE = "\u200b"
-
-CROP_VIDEO_TOOL: dict[str, Any] = {
-    "type": "function",
-    "function": {
-        "name": "crop_video",
-        "description": (
-            "Return frames from the time span [start, end] of the video, with their timestamps. "
-            "Use it to look closer at the moment that answers the question."
-        ),
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "start": {"type": "number", "description": "start of the span, in seconds from the beginning of the video"},
-                "end": {"type": "number", "description": "end of the span, in seconds; greater than start"},
-            },
-            "required": ["start", "end"],
-        },
-    },
-}
-
-SYSTEM_PROMPT = """You answer a question about a video. You first see a few frames sampled from the whole video, each with its time in seconds. You can look closer at any part of the video with the crop_video tool: it returns frames from the time span you ask for, with their times.
-
-In every turn, first reason inside <think> </think>, then do exactly one of the following:
-- look closer at a time span: <tool_call>{"name": "crop_video", "arguments": {"start": 12.0, "end": 18.5}}</tool_call>
-- give your final answer: <answer>your answer</answer>
-
-Times are seconds from the start of the video; start must be smaller than end and the span must lie inside the video. Call the tool at most once per turn, and only for spans you still need: short crops that cover where the answer is visible help, repeated or irrelevant crops are penalised. When you describe what you see, cite the frame time (for example "at 12.5s"). For a multiple-choice question answer with the option letter only (for example <answer>B</answer>); for a number give the number; for a time span give [start, end] in seconds."""
 
 # Qwen's ChatML with Hermes tools, as Qwen2.5 and Qwen3 render system prompts, tool schemas, tool
 # responses (`<tool_response>` inside a user turn) and vision items, but with every message

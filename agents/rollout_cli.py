@@ -21,17 +21,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--group-size", type=int, default=1, help="episodes per sample (G)")
     parser.add_argument("--perturb", action="append", default=[], choices=["mask", "shuffle", "blend"],
                         help="also run a perturbed group: mask (DM-GRPO), shuffle (T-GRPO), blend (SF-GRPO); repeatable")  # fmt: skip
-    parser.add_argument("--reward", default="default", help="reward preset (see videoseek.rewards.RewardConfig)")
-    parser.add_argument("--limit", type=int, default=None, help="only the first N samples")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--max-turns", type=int, default=None)
-    parser.add_argument("--max-pixels", type=int, default=None)
+    parser.add_argument("--reward", default="csgrpo", help="reward preset: default, csgrpo, dmgrpo, tgrpo, sfgrpo, prr, processthinker (see videoseek.rewards.RewardConfig)")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N samples (default: all)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the env resets and the policies' sampling")
+    parser.add_argument("--max-turns", type=int, default=None, help="assistant turns per episode (default: EnvConfig's, 8)")
+    parser.add_argument("--max-pixels", type=int, default=None, help="per-frame pixel budget (default: EnvConfig's, 224x224)")
     parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                         help="any other EnvConfig field, e.g. --env initial_frames=4 (repeatable)")
     parser.add_argument("--device", default="cpu", help="model policies: cpu or cuda")
     parser.add_argument("--max-new-tokens", type=int, default=256, help="model policies: tokens per turn")
     parser.add_argument("--temperature", type=float, default=1.0, help="model policies: sampling temperature")
-    parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--skip-bad", action="store_true",
                         help="drop rows whose video is missing, empty, truncated or not a video (warned) instead of stopping")  # fmt: skip
 

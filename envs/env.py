@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 from functools import lru_cache
 from typing import Any, Literal
@@ -9,16 +10,19 @@ from typing import Any, Literal
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
+from PIL import Image, ImageDraw
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from videoseek.envs.actions import (
     Action, Answer, CropVideo, Invalid, ParsedTurn, Think, action_to_dict, action_to_text, normalize_action, parse_action, sanitize_text,
 )  # fmt: skip
 from videoseek.envs.evidence import EvidenceState
+from videoseek.envs.protocol import CROP_VIDEO_TOOL, SYSTEM_PROMPT
 from videoseek.envs.sample import DataError, VideoSample
 from videoseek.envs.trajectory import CallInfo, FrameRef, GroupInfo, Observation, Trajectory, Turn
-from videoseek.envs.video import fit_pixels, open_video, reconcile_duration
+from videoseek.envs.video import _font, fit_pixels, open_video, reconcile_duration
 from videoseek.rewards import EpisodeSummary, RewardConfig, accuracy_reward, score_episode
+from videoseek.rewards.compose import PRESETS
 
 Obs = dict[str, Any]
 ActType = Any  # str (raw assistant text) or a structured Think / CropVideo / Answer
@@ -31,6 +35,20 @@ class FreeText(spaces.Text):
 
     def contains(self, x: Any) -> bool:
         return isinstance(x, str) and len(x) <= self.max_length
+
+
+class TimeBox(spaces.Box):
+    """A scalar Box that takes numpy scalars as they are.
+
+    `Sequence(..., stack=True).contains` iterates a (n,) timestamp array into numpy scalars, which
+    a plain Box casts with a "Casting input x to numpy array" warning on every check (gymnasium's
+    passive env checker checks each observation).
+    """
+
+    def contains(self, x: Any) -> bool:
+        if isinstance(x, np.generic):
+            x = np.asarray(x)
+        return super().contains(x)
 
 
 class Perturbation(BaseModel):
@@ -81,7 +99,17 @@ class EnvConfig(BaseModel):
     max_pixels: int = Field(default=224 * 224, description="per-frame pixel budget, aspect ratio kept (784..1048576)")
     timestamp_overlay: bool = Field(default=False, description="burn HH:MM:SS into each frame (VideoMend)")
     video_backend: Literal["decord", "pyav"] = "decord"
-    reward: RewardConfig = Field(default_factory=RewardConfig)
+    reward: RewardConfig = Field(default_factory=RewardConfig, description="a RewardConfig or a preset name (default csgrpo)")
+
+    @field_validator("reward", mode="before")
+    @classmethod
+    def _preset_name(cls, value: Any) -> Any:
+        """`reward="dmgrpo"` is short for `reward=RewardConfig(preset="dmgrpo")`."""
+        if isinstance(value, str):
+            if value not in PRESETS:
+                raise ValueError(f"unknown reward preset {value!r}; expected one of {', '.join(PRESETS)} or a RewardConfig")
+            return RewardConfig(preset=value)
+        return value
 
     @field_validator("frames_per_call", "max_total_frames", "max_pixels", mode="before")
     @classmethod
@@ -113,6 +141,17 @@ class EnvConfig(BaseModel):
 THINK_NUDGE = "Continue. Call crop_video(start, end) to look closer at a time span, or give your final answer in <answer></answer>."
 
 
+def _label_time(frame: np.ndarray, t: float) -> np.ndarray:
+    """A copy of `frame` with its time ("12.5s") in white on a black box in the top-left corner."""
+    img = Image.fromarray(np.ascontiguousarray(frame))
+    draw = ImageDraw.Draw(img)
+    text = f"{t:.1f}s"
+    _, _, x1, y1 = draw.textbbox((2, 2), text, font=_font())
+    draw.rectangle((0, 0, x1 + 2, y1 + 2), fill=(0, 0, 0))
+    draw.text((2, 2), text, fill=(255, 255, 255), font=_font())
+    return np.asarray(img)
+
+
 def format_times(ts: np.ndarray) -> str:
     return ", ".join(f"{t:.1f}s" for t in ts)
 
@@ -135,7 +174,7 @@ def observation_space(height: int, width: int) -> spaces.Dict:
         {
             "text": FreeText(MAX_TEXT),
             "frames": spaces.Sequence(spaces.Box(0, 255, shape=(height, width, 3), dtype=np.uint8), stack=True),
-            "timestamps": spaces.Sequence(spaces.Box(0.0, np.inf, shape=(), dtype=np.float64), stack=True),
+            "timestamps": spaces.Sequence(TimeBox(0.0, np.inf, shape=(), dtype=np.float64), stack=True),
         }
     )
 
@@ -162,15 +201,27 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
     A dict: `text` (the prompt or the tool response), `frames` (uint8, shape (n, H, W, 3), n may be
     0) and `timestamps` (float64, shape (n,), seconds in the source video).
 
+    ## Info
+    `reset` returns `info["instructions"]` (the system prompt: the answer format and how to call
+    the tool) and `info["tools"]` (`[CROP_VIDEO_TOOL]`, the OpenAI function schema), both from
+    `videoseek.envs.protocol`, with `info["turn"] = 0` and the evidence snapshot. `step` returns
+    `info["turn"]`: the 0-based index of the turn just played, equal to its `Turn.index` in the
+    trajectory (0 after the first step), with `error`, `action`, `repairs` and `evidence`; the
+    last step adds `reward_components`, `prediction` and `correct`.
+
     ## Rewards
     0 on every non-terminal step. When the episode ends (answer or truncation) the reward is the
-    weighted sum of the components of `EnvConfig.reward` (a `RewardConfig` preset: accuracy,
-    format, clue-seek, grounding, process, ...), reported in `info["reward_components"]`.
+    weighted sum of the components of `EnvConfig.reward` (a `RewardConfig` or a preset name,
+    `csgrpo` by default: accuracy, format, clue-seek, grounding), reported in
+    `info["reward_components"]`. A structured `Answer(text)` is scored as its text
+    `<answer>text</answer>`: it holds no `<think>`, so its format reward is that of that text.
     Group-level rewards (DM-GRPO, T-GRPO, ProcessThinker) need several episodes: see
     `videoseek.rewards.score_group`.
 
     ## Episode End
     Terminated when the agent answers. Truncated after `max_turns` turns without an answer.
+    `step` before `reset` raises RuntimeError("call reset() before step()"); `step` after the
+    episode ended raises a RuntimeError that says so.
     A crop that is malformed, has start >= end, lies entirely outside the video, is shorter
     than `min_span`, or finds the frame budget spent is rejected: a text-only observation,
     `info["error"]` says why, and the turn is spent.
@@ -178,16 +229,20 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
     ## Arguments
     - `sample`: a `VideoSample`.
     - `config`: an `EnvConfig` (defaults: 8 initial frames, 8 frames per call, 8 turns, 64 frames).
-    - `render_mode`: None or "rgb_array" (a contact sheet of the last observation's frames).
+    - `render_mode`: None, "rgb_array" (a contact sheet of the last observation's frames, each
+      labelled with its time) or "ansi" (a text summary: sample, turn, frames used, last
+      observation text). Any other mode raises ValueError.
     """
 
-    metadata = {"render_modes": ["rgb_array"]}
+    metadata = {"render_modes": ["rgb_array", "ansi"]}
 
     def __init__(self, sample: VideoSample, config: EnvConfig | None = None, render_mode: str | None = None) -> None:
         if not isinstance(sample, VideoSample):
             sample = VideoSample.model_validate(sample)
         self.sample = sample
         self.config = config or EnvConfig()
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode {render_mode!r} is not supported; expected None or one of {self.metadata['render_modes']}")
         self.render_mode = render_mode
         try:
             self.video = open_video(sample.video, self.config.video_backend)
@@ -213,6 +268,8 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
         self._done = True
         self._frames_used = 0
         self._last_frames = np.zeros((0, h, w, 3), np.uint8)
+        self._last_times = np.zeros(0)
+        self._last_text = ""
 
     # ---- gymnasium API ---------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Obs, dict[str, Any]]:
@@ -251,10 +308,20 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
             video=self.sample.video,
             initial=Observation(text=text, frames=self._frame_refs(ts, masked)),
         )
-        return self._obs(text, frames, ts), {"error": None, "turn": 0, "evidence": self.evidence.snapshot()}
+        self._last_frames, self._last_times, self._last_text = frames, ts, text
+        info = {
+            "error": None,
+            "turn": 0,
+            "evidence": self.evidence.snapshot(),
+            "instructions": SYSTEM_PROMPT,
+            "tools": [copy.deepcopy(CROP_VIDEO_TOOL)],
+        }
+        return self._obs(text, frames, ts), info
 
     def step(self, action: ActType) -> tuple[Obs, float, bool, bool, dict[str, Any]]:
-        if self._done or self.trajectory is None:
+        if self.trajectory is None:
+            raise RuntimeError("call reset() before step()")
+        if self._done:
             raise RuntimeError("step() called on a finished episode; call reset() first")
         parsed, raw, sanitized = self._parse(action)
         turn = len(self.trajectory.turns)
@@ -317,7 +384,7 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
             "action": action_to_dict(act),
             "repairs": list(parsed.repairs),
             "evidence": self.evidence.snapshot(),
-            "turn": turn + 1,
+            "turn": turn,  # the 0-based index of the turn just played (= Turn.index)
         }
         if sanitized:  # unencodable characters replaced on entry: recorded, the episode goes on
             info["sanitized"] = sanitized
@@ -326,16 +393,45 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
         if terminated or truncated:
             reward = self._finish(act, terminated, truncated, info)
         obs = self._obs(text if not truncated else text + " Turn budget exhausted.", frames, ts)
-        self._last_frames = frames if len(frames) else self._last_frames
+        if len(frames):
+            self._last_frames, self._last_times = frames, ts
+        self._last_text = obs["text"]
         return obs, reward, terminated, truncated, info
 
-    def render(self) -> np.ndarray | None:
+    def render(self) -> np.ndarray | str | None:
+        """The render of `render_mode`: None when it is None.
+
+        "rgb_array": the frames of the last observation that had frames (the initial ones at
+        first), side by side, each with its time (seconds) burnt into its top-left corner; one
+        black frame before there are any. "ansi": sample id, turn, frames used and the last
+        observation's text.
+        """
+        if self.render_mode == "ansi":
+            return self._ansi()
         if self.render_mode != "rgb_array":
             return None
-        frames = self._last_frames if len(self._last_frames) else self.frames_by_turn.get(-1, self._last_frames)
+        frames, times = self._last_frames, self._last_times
         if len(frames) == 0:
             return np.zeros(self._frame_shape, np.uint8)
-        return np.concatenate(list(frames), axis=1)
+        return np.concatenate([_label_time(f, t) for f, t in zip(frames, times)], axis=1)
+
+    def _ansi(self) -> str:
+        turns = len(self.trajectory.turns) if self.trajectory is not None else 0
+        state = "not reset" if self.trajectory is None else ("done" if self._done else "running")
+        return (
+            f"sample {self.sample.id} | turn {turns}/{self.config.max_turns} | "
+            f"frames {self._frames_used}/{self.config.max_total_frames} | {state}\n{self._last_text}\n"
+        )
+
+    def __repr__(self) -> str:
+        turns = len(self.trajectory.turns) if self.trajectory is not None else 0
+        return (
+            f"VideoSeekEnv(sample={self.sample.id!r}, turn={turns}/{self.config.max_turns}, "
+            f"frames={self._frames_used}/{self.config.max_total_frames})"
+        )
+
+    def __str__(self) -> str:  # gymnasium's Env.__str__ would print the class name only
+        return repr(self)
 
     # ---- episode summary -------------------------------------------------------------------
     def summary(self) -> EpisodeSummary:

@@ -89,6 +89,9 @@ class MaskPattern(BaseModel):
         return tr
 
 
+REPR_MAX = 200  # characters of `repr(VideoSample)`
+
+
 class VideoSample(BaseModel):
     """One video question.
 
@@ -121,6 +124,25 @@ class VideoSample(BaseModel):
             if s < 0 or e <= s:
                 raise ValueError(f"interval {k} needs 0 <= start < end, got {[s, e]}")
         return intervals
+
+    def __repr__(self) -> str:
+        """One line of at most `REPR_MAX` characters: id, problem type, question, answer, clues, video.
+
+        A sample's full field dump (reference reasoning, key frames, metadata) runs to pages;
+        `model_dump()` gives it.
+        """
+        def short(text: str, n: int) -> str:
+            text = " ".join(str(text).split())
+            return text if len(text) <= n else text[: n - 1] + "…"
+
+        video = self.video if len(self.video) <= 40 else "…" + self.video[-39:]
+        head = f"VideoSample(id={short(self.id, 40)!r}, {self.problem_type.value}, "
+        tail = f", answer={short(self.answer, 24)!r}, clues={len(self.clue_intervals)}, video={video!r})"
+        room = max(REPR_MAX - len(head) - len(tail) - len("question=''"), 8)
+        out = head + f"question={short(self.question, room)!r}" + tail
+        return out if len(out) <= REPR_MAX else out[: REPR_MAX - 2] + "…)"  # escapes may lengthen it
+
+    __str__ = __repr__
 
     @model_validator(mode="after")
     def _within_duration(self) -> VideoSample:

@@ -15,7 +15,6 @@ from videoseek.agents.evaluate import summarize
 from videoseek.agents.rollout import load_policy, run_rollouts
 from videoseek.envs import EnvConfig, VideoSeekEnv
 from videoseek.envs.synth import generate_dataset
-from videoseek.rewards import RewardConfig
 
 
 def main(out: Path) -> None:
@@ -23,8 +22,9 @@ def main(out: Path) -> None:
     sample = samples[0]
 
     # 1. One episode, step by step: look at the clue, then answer.
-    env = VideoSeekEnv(sample, EnvConfig(reward=RewardConfig(preset="csgrpo")))
+    env = VideoSeekEnv(sample, EnvConfig(reward="csgrpo"))  # csgrpo is the default preset; any preset name or a RewardConfig
     obs, info = env.reset(seed=0)
+    print(info["instructions"].splitlines()[0])  # the system prompt; info["tools"] is the crop_video schema
     print(obs["text"])
     print(f"sparse frames: {obs['frames'].shape} at {obs['timestamps'].round(1).tolist()}")
     start, end = sample.clue_intervals[0]
@@ -37,7 +37,7 @@ def main(out: Path) -> None:
     print(f"reward {reward:.3f}", {k: round(v, 3) for k, v in info["reward_components"].items()})
 
     # 2. A group of G = 4 scripted episodes per sample, with the DM-GRPO masked group, written for the viewer.
-    trajectories = run_rollouts(samples, load_policy("oracle"), group_size=4, env_config=EnvConfig(reward=RewardConfig(preset="dmgrpo")),
+    trajectories = run_rollouts(samples, load_policy("oracle"), group_size=4, env_config=EnvConfig(reward="dmgrpo"),
                                 out_dir=out / "run", progress=False)  # fmt: skip
     metrics = summarize(trajectories)
     print(f"oracle: accuracy {metrics['accuracy']:.2f}, coverage {metrics['coverage']:.2f}, episodes {len(trajectories)}")

@@ -6,10 +6,11 @@ call `score_group` once a sample's group is done, so every path scores identical
 a seed's combination of components and weights; `weights` overrides any of them (0 drops one).
 
 Presets (component: weight; "group" components need `score_group`):
-- default: accuracy 1 + format 1 (Video-R1).
-- csgrpo: accuracy 1 + format 1 + clue_seek 1 + grounding 1 (Open-o3-Video-v2: "combine the
-  tool-use score with answer accuracy, output-format, and grounded-thinking rewards"; the seed
-  gives no weights, so they are equal as in Open-o3-Video v1's sum).
+- default: accuracy 1 + format 1 (Video-R1); chosen by name only, despite its name.
+- csgrpo, the default everywhere (`RewardConfig()`, the env, the CLI, play mode): accuracy 1 +
+  format 1 + clue_seek 1 + grounding 1 (Open-o3-Video-v2: "combine the tool-use score with
+  answer accuracy, output-format, and grounded-thinking rewards"; the seed gives no weights, so
+  they are equal as in Open-o3-Video v1's sum).
 - dmgrpo: accuracy 1 + timestamp λ=0.2 + delta_mask 1 (group), with timestamp and delta_mask
   zeroed when ref_delta_format < 0.4 (VideoMend eq. 2 and §6.3; ref_delta_format is reported
   with weight 0 since the seed's R uses it only as the gate).
@@ -23,7 +24,7 @@ Presets (component: weight; "group" components need `score_group`):
 ...     problem_type, answer, options, duration = "multiple_choice", "B", ["A. red", "B. blue"], 10.0
 >>> ep = EpisodeSummary(prediction="B", assistant_turns=["<think>blue</think><answer>B</answer>"],
 ...                     calls=[], invalid_calls=0, duration=10.0)
->>> score_episode(S, ep, RewardConfig())
+>>> score_episode(S, ep, RewardConfig(preset="default"))
 (2.0, {'accuracy': 1.0, 'format': 1.0})
 """
 
@@ -129,7 +130,7 @@ PRESET_GATES: dict[str, float] = {"dmgrpo": 0.4}
 class RewardConfig(BaseModel):
     """Which reward components an episode gets, with what weights and parameters.
 
-    `preset` picks a seed's combination (see the module docstring); `weights` overrides single
+    `preset` picks a seed's combination (see the module docstring; default `csgrpo`); `weights` overrides single
     components (0 removes one; a component named with weight 0 is still computed and reported).
     `format_gate` zeroes `timestamp` and `delta_mask` when `ref_delta_format` is below it
     (None: the preset's gate, 0.4 for dmgrpo). The per-family parameter blocks default to the
@@ -138,7 +139,7 @@ class RewardConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    preset: str = "default"
+    preset: str = "csgrpo"
     weights: dict[str, float] = Field(default_factory=dict)
     format_gate: float | None = None
     strict_decimal: bool = False  # Video-R1's decimal-point rule for numerical answers

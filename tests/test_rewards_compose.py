@@ -14,23 +14,25 @@ def episode(turns, prediction, calls=()):
 
 
 def test_default_preset_is_accuracy_plus_format():
+    # "default" is a preset chosen by name; the default preset of RewardConfig() is csgrpo.
+    assert RewardConfig().preset == "csgrpo"
     ep = episode(["<think>look</think><tool_call>{}</tool_call>", "<think>blue</think><answer>B</answer>"], "B", [(4.0, 8.0)])
-    assert score_episode(SAMPLE, ep, RewardConfig()) == (2.0, {"accuracy": 1.0, "format": 1.0})
+    assert score_episode(SAMPLE, ep, RewardConfig(preset="default")) == (2.0, {"accuracy": 1.0, "format": 1.0})
     wrong = episode(["<answer>A</answer>"], "A")
-    assert score_episode(SAMPLE, wrong, RewardConfig()) == (0.0, {"accuracy": 0.0, "format": 0.0})
+    assert score_episode(SAMPLE, wrong, RewardConfig(preset="default")) == (0.0, {"accuracy": 0.0, "format": 0.0})
 
 
 def test_custom_weights_override_and_drop_components():
     ep = episode(["<think>blue</think><answer>B</answer>"], "B")
-    total, parts = score_episode(SAMPLE, ep, RewardConfig(weights={"format": 0.5}))
+    total, parts = score_episode(SAMPLE, ep, RewardConfig(preset="default", weights={"format": 0.5}))
     assert total == 1.5 and parts == {"accuracy": 1.0, "format": 1.0}
-    total, parts = score_episode(SAMPLE, ep, RewardConfig(weights={"format": 0}))
+    total, parts = score_episode(SAMPLE, ep, RewardConfig(preset="default", weights={"format": 0}))
     assert total == 1.0 and parts == {"accuracy": 1.0, "format": 1.0}  # still reported, not counted
 
 
 def test_unanswered_episode_scores_zero():
     ep = EpisodeSummary(prediction=None, assistant_turns=["<think>hmm</think>"], calls=[], invalid_calls=2, duration=20.0, truncated=True)
-    assert score_episode(SAMPLE, ep, RewardConfig())[0] == 0.0
+    assert score_episode(SAMPLE, ep, RewardConfig(preset="default"))[0] == 0.0
 
 
 def test_bad_config_names_the_field():

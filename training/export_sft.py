@@ -208,7 +208,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="output folder (train.parquet, val.parquet)")
     parser.add_argument("--all", action="store_true", help="keep answered episodes whether correct or not (default: correct only)")
     parser.add_argument("--val-fraction", type=float, default=0.0, help="share of episodes for val.parquet (default 0)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the train/val split")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -35,7 +35,7 @@ from videoseek.training.records import (
 
 _LAST_ANSWER = re.compile(r"<answer>(.*?)(?:</answer>|$)", re.DOTALL)
 
-DEFAULT_PRESET = "default"
+DEFAULT_PRESET = "csgrpo"
 
 
 def episode_from_response(text: str, duration: float) -> EpisodeSummary:

@@ -1,6 +1,7 @@
 """`videoseek` command line: one sub-command per module, imported only when used.
 
-Each command module defines `add_arguments(parser)` and `run(args) -> int`. Imports are lazy so
+Each command module defines `add_arguments(parser)` and `run(args) -> int`; every option has help
+text and `--help` shows its default (`DefaultsHelpFormatter`). Imports are lazy so
 `videoseek synth --help` never pays for torch or verl. Errors that are the user's (bad data, a
 missing file) print one line and exit 2; nothing else is caught here.
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 
 # name -> (module, one-line help)
@@ -28,6 +30,38 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+def version() -> str:
+    """The installed distribution's version; the package's `__version__` when not installed."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("videoseek")
+    except PackageNotFoundError:
+        from videoseek import __version__
+
+        return __version__
+
+
+_STATES_DEFAULT = re.compile(r"(\(|; )default\b|%\(default\)")  # "(default 8)", "; default: key frames"
+
+
+class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Appends "(default: X)" to an option's help unless the help already states its default.
+
+    Flags (store_true and the like) and options whose default is None or empty (not set) are
+    left as they are: their help says what happens without them.
+    """
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if _STATES_DEFAULT.search(text) or action.nargs == 0 or action.default in (None, [], argparse.SUPPRESS) or action.required:
+            return text
+        if action.option_strings or action.nargs in (argparse.OPTIONAL, argparse.ZERO_OR_MORE):
+            return text + " (default: %(default)s)"
+        return text
+
+
 class UserError(Exception):
     """An error in what the user gave (path, data, option): printed as one line, exit code 2."""
 
@@ -39,9 +73,10 @@ def _load(name: str):
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="videoseek", description="VideoSeek: agentic video reasoning environment and rewards.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}", help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (_, help_text) in COMMANDS.items():
-        p = sub.add_parser(name, help=help_text, description=help_text)
+        p = sub.add_parser(name, help=help_text, description=help_text, formatter_class=DefaultsHelpFormatter)
         if name == only:
             _load(name).add_arguments(p)
     return parser
