@@ -149,3 +149,25 @@ def test_local_backend_two_steps_change_the_parameters(tmp_path, tiny, data, one
     for step in (1, 2):
         lines = (out / "rollouts" / f"step_{step:04d}" / "trajectories.jsonl").read_text().splitlines()
         assert len(lines) == 3  # the group of G = 3 origin episodes, for the viewer
+
+
+def test_a_second_run_into_the_same_folder_is_refused_resumed_or_overwritten(tmp_path, tiny, data, one_thread, capsys):
+    config = tmp_path / "fast.yaml"
+    config.write_text(yaml.safe_dump(FAST | {"group_size": 2}))
+    out = tmp_path / "run"
+    # prr: rewards differ within a group of random rollouts, so every step moves the model
+    argv = ["--backend", "local", "--model", str(tiny), "--data", str(data), "--config", str(config), "--out", str(out), "--save-every", "1", "--reward", "prr"]
+    assert run_csgrpo.main([*argv, "--steps", "2"]) == 0
+    first = (out / "checkpoint" / "model.safetensors").read_bytes()
+    capsys.readouterr()
+    assert run_csgrpo.main([*argv, "--steps", "2"]) == 2  # no silent skip, no duplicate step lines
+    assert "--resume" in capsys.readouterr().err
+
+    assert run_csgrpo.main([*argv, "--steps", "3", "--resume"]) == 0
+    steps = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [1, 2, 3] and json.loads((out / "checkpoint" / "trainer_state.json").read_text()) == {"step": 3}
+    assert (out / "checkpoint" / "model.safetensors").read_bytes() != first  # the third step trained from step 2's model
+
+    assert run_csgrpo.main([*argv, "--steps", "1", "--overwrite"]) == 0
+    assert [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()] == [1]
+    assert not (out / "rollouts" / "step_0002").exists()

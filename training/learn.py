@@ -138,10 +138,13 @@ def main(argv: list[str] | None = None) -> int:
            "--epochs", str(args.sft_epochs), "--lr", str(args.sft_lr), "--batch-size", "8", "--freeze-vision", "--threads", "1",
            "--seed", str(args.seed)])  # fmt: skip
     evaluate("sft", f"hf:{checkpoints['sft']}")
-    steps = ["--steps", str(args.grpo_steps)] if args.grpo_steps else []
-    stage(checkpoints["grpo"] / "config.json",
+    steps = args.grpo_steps or int(config["steps"])
+    grpo_state = checkpoints["grpo"] / "trainer_state.json"
+    done = grpo_state.is_file() and json.loads(grpo_state.read_text())["step"] >= steps
+    again = ["--resume"] if grpo_state.is_file() else ["--overwrite"]  # continue a stopped GRPO run, else start clean
+    stage(grpo_state if done else out / "grpo" / "not-finished",
           [python, str(HERE / "run_csgrpo.py"), "--backend", "local", "--config", "learn_cpu", "--model", str(checkpoints["sft"]),
-           "--data", str(data["train"]), "--out", str(out / "grpo"), "--threads", "1", "--seed", str(args.seed), *steps])  # fmt: skip
+           "--data", str(data["train"]), "--out", str(out / "grpo"), "--threads", "1", "--seed", str(args.seed), "--steps", str(steps), *again])  # fmt: skip
     evaluate("grpo", f"hf:{checkpoints['grpo']}")
     for name in BASELINES:
         evaluate(name, name)

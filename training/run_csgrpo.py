@@ -72,6 +72,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=None, help="local backend: torch CPU threads (1 is fastest on a busy machine)")
     p.add_argument("--synthetic-n", type=int, default=16, help="size of the generated synthetic set")
     p.add_argument("--dry-run", action="store_true", help="compose and validate verl's config, write it, start nothing")
+    again = p.add_mutually_exclusive_group()
+    again.add_argument("--resume", action="store_true", help="local backend: continue RUN from its last checkpoint (model, optimizer, step)")
+    again.add_argument("--overwrite", action="store_true", help="local backend: delete RUN's metrics, rollouts and checkpoint first")
+    p.add_argument("--save-every", type=int, default=10, help="local backend: write RUN/checkpoint every N steps and at the end")
     p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="extra verl override (repeatable)")
     return p.parse_args(argv)
 
@@ -212,6 +216,7 @@ def run_local(args: argparse.Namespace) -> int:
     spec = build_spec(args, model, [], [])
     run_dir = spec.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
+    done_steps = previous_steps(run_dir, args)
     samples = load_samples(args, run_dir)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if args.threads:
@@ -224,20 +229,33 @@ def run_local(args: argparse.Namespace) -> int:
     env_config = EnvConfig(**spec.env, reward=RewardConfig(preset=spec.reward))
 
     policy = TransformersPolicy(model, device=device, max_new_tokens=spec.max_turn_tokens, temperature=spec.temperature, seed=args.seed)
-    reference = copy.deepcopy(policy.model).eval().requires_grad_(False)
+    reference = copy.deepcopy(policy.model).eval().requires_grad_(False)  # the starting model, also on --resume
+    checkpoint = run_dir / "checkpoint"
+    if done_steps:
+        from transformers import AutoModelForImageTextToText
+
+        trained = AutoModelForImageTextToText.from_pretrained(checkpoint, dtype=policy.model.dtype, local_files_only=True)
+        policy.model.load_state_dict(trained.state_dict())
     if actor.freeze_vision_tower:  # verl 0.9.1 declares this actor key; the local backend applies it
         print(f"vision encoder frozen: {freeze_vision_encoder(policy.model)} parameters", flush=True)
     optim = actor.optim
     trainable = [p for p in policy.model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=spec.lr, betas=tuple(optim.betas), weight_decay=optim.weight_decay)
+    if done_steps:
+        optimizer.load_state_dict(torch.load(checkpoint / OPTIMIZER_STATE, weights_only=True))
     rng = np.random.default_rng(args.seed)
-    print(f"local GRPO: {spec.reward}, G={spec.group_size}, {spec.batch_size} questions/step, {spec.steps} steps, {model} on {device}", flush=True)
+    resumed = f", resuming after step {done_steps}" if done_steps else ""
+    print(f"local GRPO: {spec.reward}, G={spec.group_size}, {spec.batch_size} questions/step, {spec.steps} steps, {model} on {device}{resumed}", flush=True)
 
     metrics_file = (run_dir / "metrics.jsonl").open("a", encoding="utf-8")
     for step in range(1, spec.steps + 1):
+        # The questions of each step come from one seeded stream: a resumed run draws those of the
+        # finished steps again (without playing them), so it continues with the same questions.
+        questions = [samples[i] for i in rng.choice(len(samples), size=min(spec.batch_size, len(samples)), replace=False)]
+        if step <= done_steps:
+            continue
         t0 = time.perf_counter()
         # Rollouts: G episodes per question with the current policy (+ the preset's perturbed groups), rewards by the preset.
-        questions = [samples[i] for i in rng.choice(len(samples), size=min(spec.batch_size, len(samples)), replace=False)]
         recorder = RecordingPolicy(policy)
         policy.model.eval()
         trajectories = run_rollouts(
@@ -263,13 +281,58 @@ def run_local(args: argparse.Namespace) -> int:
         metrics_file.flush()
         shown = ("reward", "accuracy", "coverage", "calls", "loss", "kl", "entropy", "grad_norm")
         print(f"step {step:4d} " + " ".join(f"{k}={row[k]:.4g}" for k in shown if k in row) + f" ({row['time/step_s']:.1f}s)", flush=True)
+        if step % max(1, args.save_every) == 0 or step == spec.steps:
+            save_checkpoint(checkpoint, policy, optimizer, step)
     metrics_file.close()
 
-    checkpoint = run_dir / "checkpoint"
-    policy.model.save_pretrained(checkpoint)
-    policy.processor.save_pretrained(checkpoint)
     print(f"checkpoint: {checkpoint}\nmetrics: {run_dir / 'metrics.jsonl'}\ntrajectories: videoseek view {run_dir / 'rollouts' / f'step_{spec.steps:04d}'}", flush=True)
     return 0
+
+
+OPTIMIZER_STATE, TRAINER_STATE = "optimizer.pt", "trainer_state.json"
+
+
+def previous_steps(run_dir: Path, args: argparse.Namespace) -> int:
+    """Steps an earlier run in `run_dir` finished (0 for a fresh folder); refuses to mix runs.
+
+    Without `--resume` or `--overwrite`, a folder with metrics is an error: appending would write
+    duplicate step lines and retrain from the starting model. `--overwrite` deletes the metrics,
+    rollouts and checkpoint (the generated data stays); `--resume` continues from the checkpoint.
+    """
+    import shutil
+
+    from videoseek.training.verl_config import ConfigError
+
+    metrics = run_dir / "metrics.jsonl"
+    if args.overwrite:
+        metrics.unlink(missing_ok=True)
+        for folder in ("rollouts", "checkpoint"):
+            shutil.rmtree(run_dir / folder, ignore_errors=True)
+        return 0
+    if not metrics.is_file() or not metrics.read_text().strip():
+        if args.resume:
+            raise ConfigError(f"--resume: {run_dir} has no earlier run (no metrics.jsonl)")
+        return 0
+    state = run_dir / "checkpoint" / TRAINER_STATE
+    if not args.resume:
+        raise ConfigError(f"{run_dir} already holds a run ({metrics}): pass --resume to continue it or --overwrite to start again")
+    if not state.is_file():
+        raise ConfigError(f"--resume: {state} is missing (the run stopped before its first checkpoint; use --overwrite)")
+    step = int(json.loads(state.read_text())["step"])
+    # Steps after the checkpoint were lost with the process: drop their lines so none repeats.
+    kept = [line for line in metrics.read_text().splitlines() if line.strip() and json.loads(line)["step"] <= step]
+    metrics.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+    return step
+
+
+def save_checkpoint(checkpoint: Path, policy, optimizer, step: int) -> None:
+    """Model, processor (tokenizer, chat template), optimizer state and step: what --resume needs."""
+    import torch
+
+    policy.model.save_pretrained(checkpoint)
+    policy.processor.save_pretrained(checkpoint)
+    torch.save(optimizer.state_dict(), checkpoint / OPTIMIZER_STATE)
+    (checkpoint / TRAINER_STATE).write_text(json.dumps({"step": step}) + "\n", encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
