@@ -82,3 +82,20 @@ def test_quickstart_example_runs(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "oracle: accuracy 1.00, coverage 1.00, episodes 16" in printed
     assert len((tmp_path / "run" / "trajectories.jsonl").read_text().splitlines()) == 16
+
+
+def test_readme_demo_table_is_what_the_demo_prints(tmp_path, single_thread_torch):
+    """The README's table comes from `videoseek demo` with its defaults: a run today must give it back."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    block = readme.split(" agent           accuracy", 1)[1].split("```", 1)[0]
+    shown = {m[0]: [float(v) for v in m[1:6]] + [int(m[6])] for m in re.findall(r"^ (\S+)\s+" + r"(\S+)\s+" * 5 + r"(\d+)$", block, re.M)}
+    assert set(shown) == {"oracle", "uniform", "random", "no-tool", "tiny-qwen2.5-vl"}, block
+    assert main(["demo", "--out", str(tmp_path / "demo")]) == 0
+    agents = json.loads((tmp_path / "demo" / "summary.json").read_text())["agents"]
+    for name, values in shown.items():
+        row = agents[name]
+        fresh = [round(row[k], 2) for k in ("accuracy", "coverage", "evidence", "turns", "reward")] + [row["episodes"]]
+        assert fresh == pytest.approx(values, abs=0.006), (name, "update README.md's demo table to what `videoseek demo` prints")
