@@ -332,7 +332,11 @@ def run_rollouts(
                     on_episode(traj)
             results.extend(trajs)
             for e in group:
-                e.env = None  # release frames
+                # Release the frames (env cache and conversation) so memory does not grow with the
+                # run. A new list, not clear(): a caller holding the conversation (training's
+                # RecordingPolicy) keeps it.
+                e.env = None
+                e.messages = []
             del pending[ep.group_id]
 
     drive_episodes(todo, policy, config, seed=seed, batch_episodes=batch_episodes, on_done=finished)

@@ -178,3 +178,34 @@ def test_policy_output_count_mismatch_is_contained(synth_samples):
 
     trajs = run_rollouts(synth_samples[:2], Broken(), progress=False)
     assert all(t.failure and "outputs" in t.failure for t in trajs)
+
+
+def test_finished_groups_release_their_frames_during_the_run(index_sample):
+    """A long run holds only live episodes: once a group is written, no frame array of it stays alive."""
+    import gc
+    import weakref
+
+    from videoseek.agents.rollout import run_rollouts
+    from videoseek.agents.scripted import UniformPolicy
+    from videoseek.envs.env import EnvConfig
+
+    seen: dict[str, list] = {}
+
+    class Watching(UniformPolicy):
+        def turn(self, inp):
+            seen.setdefault(inp.episode_id, []).extend(weakref.ref(m.frames) for m in inp.messages if m.frames is not None)
+            return super().turn(inp)
+
+    finished: list[str] = []
+    alive_after: list[int] = []
+
+    def on_episode(traj):
+        gc.collect()
+        alive_after.append(sum(1 for e in finished for ref in seen[e] if ref() is not None))
+        finished.append(traj.episode_id)
+
+    samples = [index_sample.model_copy(update={"id": f"q{k}"}) for k in range(4)]
+    config = EnvConfig(initial_frames=4, frames_per_call=4, max_total_frames=24, max_pixels=64 * 64)
+    run_rollouts(samples, Watching(windows=2), group_size=1, env_config=config, batch_episodes=1, progress=False, on_episode=on_episode)
+    assert len(finished) == 4 and all(seen[e] for e in finished)
+    assert alive_after == [0, 0, 0, 0]
