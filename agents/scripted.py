@@ -113,10 +113,11 @@ class OraclePolicy(ScriptedPolicy):
         k = _calls_made(inp)
         if k < len(spans):
             s, e = spans[k]
-            why = "The sparse frames do not show the moment the question is about." if k == 0 else "I need the next clue."
-            if self.brief:
-                return PolicyOutput(text=f"<think>{'The sparse frames do not show it.' if k == 0 else 'I need the next clue.'}</think>\n{tool_call(s, e)}")
-            return PolicyOutput(text=f"<think>{why} I will look at {s:.1f}-{e:.1f}s.</think>\n{tool_call(s, e)}")
+            if self.brief:  # the searchers' short thoughts (SFT traces)
+                why = "The sparse frames do not show it." if k == 0 else "I need the next clue."
+            else:
+                why = ("The sparse frames do not show the moment the question is about." if k == 0 else "I need the next clue.") + f" I will look at {s:.1f}-{e:.1f}s."
+            return PolicyOutput(text=f"<think>{why}</think>\n{tool_call(s, e)}")
         if self.brief:  # one line naming what was seen, as the searchers write (short SFT traces)
             return seen_answer(inp) or answer_from_frames(inp, "I did not see it.")
         return answer_from_frames(inp, reasoning_of(inp.sample.reference_reasoning) + grounded_evidence(inp.sample))
@@ -174,9 +175,9 @@ class SweepPolicy(ScriptedPolicy):
 
     def turn(self, inp: PolicyInput) -> PolicyOutput:
         answered = seen_answer(inp)
-        k, d = _calls_made(inp), inp.evidence.duration
         if answered is not None:
             return answered
+        k, d = _calls_made(inp), inp.evidence.duration
         if k >= self.windows:
             return PolicyOutput(text=f"<think>I did not see it anywhere.</think>\n<answer>{guess(inp.sample, inp.rng)}</answer>")
         order = np.random.default_rng(zlib.crc32(inp.episode_id.encode())).permutation(self.windows) if self.shuffled else range(self.windows)

@@ -132,11 +132,9 @@ def batch_logprobs(model: torch.nn.Module, episodes: Sequence[TokenizedEpisode],
     rows, entropies = [], []
     for e in episodes:
         where = torch.nonzero(e.loss_mask[1:]).flatten().to(device)
-        result = masked_token_logprobs(model, e, device, with_entropy, temperature)
-        picked, entropy = result if with_entropy else (result, None)
-        rows.append(torch.zeros(e.input_ids.numel() - 1, device=device).index_put((where,), picked))
-        if with_entropy:
-            entropies.append(torch.zeros(e.input_ids.numel() - 1, device=device).index_put((where,), entropy))
+        picked, entropy = masked_token_logprobs(model, e, device, with_entropy=True, temperature=temperature)
+        for values, out in ((picked, rows), (entropy, entropies)):
+            out.append(torch.zeros(e.input_ids.numel() - 1, device=device).index_put((where,), values))
     return (pad_rows(rows), pad_rows(entropies)) if with_entropy else pad_rows(rows)
 
 
