@@ -235,7 +235,7 @@ def _record_failure(ep: Episode, where: str, exc: BaseException) -> None:
 
 
 def drive_episodes(
-    episodes: Sequence[Episode],
+    episodes: Iterable[Episode],
     policy: Policy,
     config: EnvConfig,
     *,
@@ -245,15 +245,20 @@ def drive_episodes(
 ) -> None:
     """Advance `episodes` together, one batched `policy.act` per turn over every live episode.
 
-    At most `batch_episodes` run at once; `on_done(ep)` is called as each one ends (its env,
-    trajectory and frames still attached). Failures (reset, policy, step) end only their episode,
-    recorded in `ep.failure`.
+    At most `batch_episodes` run at once, taken from `episodes` in order as others end (an
+    iterator is consumed only as far as needed, so episodes can be planned lazily); `on_done(ep)`
+    is called as each one ends (its env, trajectory and frames still attached). Failures (reset,
+    policy, step) end only their episode, recorded in `ep.failure`.
     """
-    queue = list(episodes)
+    queue = iter(episodes)
     live: list[Episode] = []
-    while queue or live:
-        while queue and len(live) < batch_episodes:
-            ep = queue.pop(0)
+    exhausted = False
+    while not exhausted or live:
+        while not exhausted and len(live) < batch_episodes:
+            ep = next(queue, None)
+            if ep is None:
+                exhausted = True
+                break
             try:
                 _start(ep, config, policy.name, seed)
             except Exception as exc:
@@ -286,31 +291,43 @@ def run_rollouts(
     batch_episodes: int = 64,
     progress: bool = True,
     on_episode: Callable[[Trajectory], None] | None = None,
+    keep: bool = True,
 ) -> list[Trajectory]:
     """Run every planned episode and return the finished trajectories (origin and perturbed).
 
     Group rewards (`videoseek.rewards.score_group`) and GRPO advantages are applied per sample
     once all of its episodes have finished; they replace `reward` on the origin episodes.
+
+    Memory holds only the live batch: episodes are planned a sample at a time as the batch has
+    room, and a finished group's frames, conversation and env are released once it is written.
+    With `keep=False` nothing else grows with the run either: the trajectories go only to
+    `out_dir` and `on_episode`, and the returned list is empty (`videoseek rollout` runs so).
     """
     config = env_config or EnvConfig()
     # The reward preset may need perturbed groups (dmgrpo: mask, tgrpo: shuffle): run them.
     perturbations = list(dict.fromkeys([*perturbations, *config.reward.group_kinds()]))
     writer = TrajectoryWriter(out_dir) if out_dir is not None else None
     done_ids = writer.finished_episodes() if writer else set()
-    planned = plan_episodes(samples, group_size, perturbations, seed)
-    by_sample: dict[str, list[Episode]] = {}
-    for ep in planned:
-        by_sample.setdefault(ep.group_id, []).append(ep)
-    # Resume per sample: a group is rescored as a whole, so rerun it unless all of it is written.
-    todo = [ep for eps in by_sample.values() if not all(e.episode_id in done_ids for e in eps) for ep in eps]
+
+    def groups() -> Iterable[list[Episode]]:
+        # Resume per sample: a group is rescored as a whole, so rerun it unless all of it is written.
+        for s in samples:
+            eps = plan_episodes([s], group_size, perturbations, seed)
+            if eps and not all(e.episode_id in done_ids for e in eps):
+                yield eps
+
+    todo_ids = {e.episode_id for eps in groups() for e in eps}  # ids only: the Episodes are planned again lazily
     if writer:
-        writer.drop({ep.episode_id for ep in todo})
+        writer.drop(todo_ids)
     results: list[Trajectory] = []
     pending: dict[str, list[Episode]] = {}
-    for ep in todo:
-        pending.setdefault(ep.group_id, []).append(ep)
 
-    bar = _progress(len(todo), enabled=progress)
+    def planned() -> Iterable[Episode]:
+        for eps in groups():
+            pending[eps[0].group_id] = eps
+            yield from eps
+
+    bar = _progress(len(todo_ids), enabled=progress)
     t0 = time.perf_counter()
     finished_count = 0
 
@@ -330,16 +347,17 @@ def run_rollouts(
                     writer.write(traj, e.env.frames_by_turn if e.env else {})
                 if on_episode:
                     on_episode(traj)
-            results.extend(trajs)
+            if keep:
+                results.extend(trajs)
             for e in group:
                 # Release the frames (env cache and conversation) so memory does not grow with the
                 # run. A new list, not clear(): a caller holding the conversation (training's
                 # RecordingPolicy) keeps it.
-                e.env = None
+                e.env, e.rng = None, None
                 e.messages = []
             del pending[ep.group_id]
 
-    drive_episodes(todo, policy, config, seed=seed, batch_episodes=batch_episodes, on_done=finished)
+    drive_episodes(planned(), policy, config, seed=seed, batch_episodes=batch_episodes, on_done=finished)
     bar.close()
     return results
 

@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from videoseek.agents.evaluate import summarize
+    from videoseek.agents.evaluate import episode_metrics
     from videoseek.agents.rollout import load_policy, run_rollouts
     from videoseek.cli import UserError
     from videoseek.envs.env import EnvConfig
@@ -84,16 +84,31 @@ def run(args: argparse.Namespace) -> int:
         "data": [str(args.data.resolve())], "policy": args.policy, "group_size": args.group_size,
         "perturbations": args.perturb, "reward": args.reward, "seed": args.seed, "env": config.model_dump(mode="json"),
     }, indent=2))  # fmt: skip
-    trajs = run_rollouts(samples, policy, group_size=args.group_size, perturbations=args.perturb, env_config=config,
-                         out_dir=args.out, seed=args.seed, progress=not args.no_progress)  # fmt: skip
-    m = summarize(trajs) if trajs else {}
-    print(json.dumps({k: m.get(k) for k in ("episodes", "accuracy", "coverage", "evidence", "calls", "reward", "failures")}))
+    # Streamed: the trajectories go to the run folder, and only each episode's metrics stay here,
+    # so memory does not grow with the run (bench/bench_rollout_memory.py).
+    origin: list[dict] = []
+    failed: list[str] = []
+    written = 0
+
+    def tally(t) -> None:
+        nonlocal written
+        written += 1
+        if t.failure:
+            failed.append(f"episode {t.episode_id} (sample {t.sample_id}) failed: {t.failure}")
+        if t.group.role == "origin":
+            origin.append(episode_metrics(t) if t.failure is None else {})
+
+    run_rollouts(samples, policy, group_size=args.group_size, perturbations=args.perturb, env_config=config,
+                 out_dir=args.out, seed=args.seed, progress=not args.no_progress, on_episode=tally, keep=False)  # fmt: skip
+    ok = [m for m in origin if m]
+    m = {"episodes": len(origin), "failures": len(origin) - len(ok)}
+    m |= {k: sum(e[k] for e in ok) / len(ok) if ok else None for k in ("accuracy", "coverage", "evidence", "calls", "reward")}
+    print(json.dumps({k: m[k] for k in ("episodes", "accuracy", "coverage", "evidence", "calls", "reward", "failures")}))
     print(f"trajectories: {args.out / 'trajectories.jsonl'}")
-    failed = [t for t in trajs if t.failure]
-    for t in failed:
-        print(f"videoseek rollout: error: episode {t.episode_id} (sample {t.sample_id}) failed: {t.failure}", file=sys.stderr)
+    for line in failed:
+        print(f"videoseek rollout: error: {line}", file=sys.stderr)
     if failed:
-        print(f"videoseek rollout: {len(failed)} of {len(trajs)} episodes failed", file=sys.stderr)
+        print(f"videoseek rollout: {len(failed)} of {written} episodes failed", file=sys.stderr)
     return 1 if failed else 0
 
 

@@ -1,7 +1,8 @@
 """Benchmark: peak memory of `run_rollouts` does not grow with the number of episodes.
 
-Each finished group releases its frames (the env's and the conversation's), so a long run holds
-only the live batch. The `uniform` scripted agent (4 crops of 8 frames per episode, so 40 frames
+Episodes are planned as the batch has room and each finished group releases its frames (the
+env's and the conversation's); with `keep=False` (how `videoseek rollout` runs) the trajectories
+go only to `on_episode`, so a long run holds only the live batch. The `uniform` scripted agent (4 crops of 8 frames per episode, so 40 frames
 an episode) plays N episodes in groups of 4 over a small synthetic set, once with N and once with
 10 N, each in a fresh process, and the peak RSS of both is printed side by side with their ratio
 (target: within 1.2x).
@@ -35,9 +36,11 @@ def child(data: Path, episodes: int, samples: int) -> None:
     # under another id), since a group's frames are released only once the whole group is done.
     rows = [videos[k % len(videos)].model_copy(update={"id": f"q{k}"}) for k in range(episodes // 4)]
     t0 = time.perf_counter()
-    trajs = run_rollouts(rows, UniformPolicy(), group_size=4, env_config=EnvConfig(), progress=False)
+    rewards: list[float] = []  # what a caller keeps when streaming: one number per episode
+    run_rollouts(rows, UniformPolicy(), group_size=4, env_config=EnvConfig(), progress=False, keep=False,
+                 on_episode=lambda t: rewards.append(t.reward))  # fmt: skip
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"episodes": len(trajs), "peak_rss_mb": round(peak_mb, 1), "seconds": round(time.perf_counter() - t0, 1)}))
+    print(json.dumps({"episodes": len(rewards), "peak_rss_mb": round(peak_mb, 1), "seconds": round(time.perf_counter() - t0, 1)}))
 
 
 def main() -> None:

@@ -209,3 +209,28 @@ def test_finished_groups_release_their_frames_during_the_run(index_sample):
     run_rollouts(samples, Watching(windows=2), group_size=1, env_config=config, batch_episodes=1, progress=False, on_episode=on_episode)
     assert len(finished) == 4 and all(seen[e] for e in finished)
     assert alive_after == [0, 0, 0, 0]
+
+
+def test_streaming_run_plans_lazily_and_keeps_nothing(synth_samples, tmp_path):
+    """keep=False: the same episodes reach on_episode and the file, none is returned, and a sample's
+    episodes are planned only when the batch has room (at most a batch and a group ahead)."""
+    from videoseek.agents.rollout import drive_episodes, plan_episodes
+
+    config = EnvConfig(initial_frames=2, frames_per_call=2, max_total_frames=8, max_pixels=64 * 64)
+    kept = run_rollouts(synth_samples, OraclePolicy(), group_size=2, env_config=config, progress=False)
+    streamed: list = []
+    returned = run_rollouts(synth_samples, OraclePolicy(), group_size=2, env_config=config, out_dir=tmp_path,
+                            progress=False, on_episode=streamed.append, keep=False)  # fmt: skip
+    assert returned == []
+    assert [(t.episode_id, t.reward) for t in streamed] == [(t.episode_id, t.reward) for t in kept]
+    assert sorted(t.episode_id for t in read_trajectories(tmp_path)) == sorted(t.episode_id for t in kept)
+
+    drawn, drawn_at_first_end = [0], []
+
+    def planned():
+        for ep in plan_episodes(synth_samples, 2, (), 0):
+            drawn[0] += 1
+            yield ep
+
+    drive_episodes(planned(), OraclePolicy(), config, batch_episodes=3, on_done=lambda ep: drawn_at_first_end.append(drawn[0]))
+    assert drawn_at_first_end[0] == 3 and drawn[0] == 2 * len(synth_samples)
