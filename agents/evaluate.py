@@ -10,6 +10,11 @@ A turn has a valid format when it parses as exactly one protocol action (a think
 call or an answer) without the parser repairing anything; an episode has a valid format when
 every turn does and it ends with an answer. A crop the env refuses (say, start >= end) is a
 well-formed call with a wrong value: it counts as an invalid call, not as a format error.
+
+`--benchmark NAME` adds that benchmark's official numbers (`videoseek.agents.benchmarks`, one module
+a benchmark, imported only then): computed from the trajectories and the run's samples (the
+`--data` file, default the one `RUN/run.json` names), printed as the benchmark's paper tables them,
+and written to `metrics.json` under "benchmark" beside the metrics above.
 """
 
 from __future__ import annotations
@@ -110,6 +115,63 @@ def summarize(trajs: Sequence[Trajectory]) -> dict[str, Any]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run", type=Path, help="run directory with trajectories.jsonl")
     parser.add_argument("--out", type=Path, default=None, help="where to write metrics (default RUN/metrics.json)")
+    parser.add_argument("--benchmark", default=None, metavar="NAME",
+                        help="also compute this benchmark's official metrics (vstar, charades-sta, videomme, mvbench, lvbench, "
+                        "video-holmes, vsi-bench; docs/benchmarks.md)")
+    parser.add_argument("--data", type=Path, default=None,
+                        help="--benchmark: the samples.jsonl the run was made from (default: the one RUN/run.json names)")
+    parser.add_argument("--judge", default=None, metavar="hf:PATH|vllm:PATH",
+                        help="--benchmark: the LLM judge of benchmarks that rate open answers (vstar); default an offline substitute")
+
+
+def run_samples(run_dir: Path, data: Path | None) -> dict[str, Any]:
+    """The samples of a run by id: from `data`, or from the files `run_dir/run.json` names."""
+    from videoseek.cli import UserError
+    from videoseek.envs.sample import VideoSample
+
+    if data is not None:
+        paths = [data]
+    else:
+        meta = run_dir / "run.json"
+        if not meta.is_file():
+            raise UserError(f"{meta}: not found, so the run's samples are unknown; pass --data samples.jsonl")
+        try:
+            paths = [Path(p) for p in json.loads(meta.read_text(encoding="utf-8"))["data"]]
+        except (ValueError, KeyError, TypeError):
+            raise UserError(f"{meta}: no 'data' list of sample files; pass --data samples.jsonl") from None
+    samples: dict[str, Any] = {}
+    for path in paths:
+        if not path.is_file():
+            raise UserError(f"{path}: the run's samples file is not found; pass --data samples.jsonl")
+        for sample in VideoSample.from_jsonl(path):
+            samples.setdefault(sample.id, sample)
+    return samples
+
+
+def benchmark_metrics(name: str, trajs: Sequence[Trajectory], samples: dict[str, Any], judge: str | None = None) -> tuple[dict[str, Any], str]:
+    """(metrics, table) of benchmark `name` over `trajs`; `UserError` (one line) for an unknown
+    benchmark, a module that cannot be imported, a --judge it does not take, or data it cannot score."""
+    import inspect
+
+    from videoseek.agents.benchmarks import metrics_module
+    from videoseek.cli import UserError
+
+    try:
+        module = metrics_module(name)
+    except ValueError as exc:
+        raise UserError(f"--benchmark: {exc}") from None
+    except ImportError as exc:
+        raise UserError(f"--benchmark {name}: its metrics module cannot be imported ({exc})") from None
+    kwargs: dict[str, Any] = {}
+    if judge is not None:
+        if "judge" not in inspect.signature(module.benchmark_metrics).parameters:
+            raise UserError(f"--judge: benchmark {name} has no judged answers")
+        kwargs["judge"] = judge
+    try:
+        metrics = module.benchmark_metrics(trajs, samples, **kwargs)
+    except (ValueError, KeyError, ImportError) as exc:  # ImportError: a --judge backend not installed
+        raise UserError(f"--benchmark {name}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+    return metrics, module.format_table(metrics)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -127,8 +189,18 @@ def run(args: argparse.Namespace) -> int:
     if not trajs:
         raise UserError(f"{path}: no readable episodes")
     metrics = summarize(trajs)
+    table_text = None
+    if args.benchmark is not None:
+        bench, table_text = benchmark_metrics(args.benchmark, trajs, run_samples(args.run, args.data), args.judge)
+        metrics["benchmark"] = {"name": args.benchmark, **bench}
+    elif args.judge is not None or args.data is not None:
+        raise UserError("--judge and --data go with --benchmark NAME")
     out = args.out or args.run / "metrics.json"
     out.write_text(json.dumps(metrics, indent=2))
+    if table_text is not None:
+        print(table_text)
+        print(f"metrics written to {out}")
+        return 0
     # Labels are text, not markup: rich would read "accuracy[multiple_choice]" as a style tag and drop it.
     table = Table(title=escape(f"{args.run} ({metrics['episodes']} episodes)"))
     table.add_column("metric")

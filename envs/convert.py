@@ -18,6 +18,10 @@ Four source formats, each converter documenting its mapping field by field (`FIE
   and a Ref-Delta trace in ``process``. Patterns without ``oracle_correct`` are kept as
   ``metadata["mask_candidates"]`` for ``videoseek annotate-masks``.
 
+The public benchmarks (``vstar``, ``charades-sta``, ``videomme``, ``mvbench``, ``lvbench``,
+``video-holmes``, ``vsi-bench``) have their converters in `videoseek.envs.benchmarks`, one module
+each, imported only when chosen; they go through the same `convert_files` (docs/benchmarks.md).
+
 Input files may be JSON (an array of records, or one record), JSON Lines, or parquet. Bad rows are
 reported as ``FILE:LINE: field 'x': what is wrong`` (``FILE:row N`` for parquet) and skipped, the
 good ones are written (exit status 0; 2 with ``--strict`` or when no row converts); fields a
@@ -34,7 +38,7 @@ import os
 import re
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,10 +46,14 @@ from typing import Any
 from pydantic import ValidationError
 
 from videoseek.envs.actions import parse_time
+from videoseek.envs.benchmarks import BENCHMARK_CONVERTERS, converter_module
 from videoseek.envs.sample import DataError, ProblemType, VideoSample, write_jsonl
 from videoseek.rewards.intervals import union
 
-FORMATS = ("open-o3", "video-r1", "moss", "videomend")
+# The training-data formats converted here, then the public benchmarks of `videoseek.envs.benchmarks`
+# (vstar, charades-sta, videomme, ...), whose modules are imported only when one is chosen.
+TRAINING_FORMATS = ("open-o3", "video-r1", "moss", "videomend")
+FORMATS = TRAINING_FORMATS + tuple(BENCHMARK_CONVERTERS)
 
 
 class RowError(ValueError):
@@ -740,12 +748,60 @@ CONVERTERS: dict[str, Converter] = {
     "moss": convert_moss,
     "videomend": convert_videomend,
 }
-FIELD_MAPS: dict[str, dict[str, str]] = {
+
+
+def benchmark_module(fmt: str) -> Any:
+    """The converter module of benchmark `fmt`, imported now; `DataError` (one line) when it is
+    unknown or cannot be imported."""
+    try:
+        return converter_module(fmt)
+    except ValueError as exc:
+        raise DataError(str(exc)) from None
+    except ImportError as exc:
+        raise DataError(f"benchmark {fmt!r}: its converter module cannot be imported ({exc})") from None
+
+
+class _FieldMaps(Mapping):
+    """`FIELD_MAPS[fmt]`: the training formats' mappings, and each benchmark's `FIELDS`, read from
+    its module on first use (so listing or showing one mapping imports no other benchmark)."""
+
+    def __init__(self, base: dict[str, dict[str, str]]) -> None:
+        self._maps = dict(base)
+
+    def __getitem__(self, fmt: str) -> dict[str, str]:
+        if fmt not in self._maps:
+            if fmt not in BENCHMARK_CONVERTERS:
+                raise KeyError(fmt)
+            self._maps[fmt] = dict(benchmark_module(fmt).FIELDS)
+        return self._maps[fmt]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(FORMATS)
+
+    def __len__(self) -> int:
+        return len(FORMATS)
+
+    def __contains__(self, fmt: object) -> bool:
+        return fmt in FORMATS
+
+
+FIELD_MAPS: Mapping[str, dict[str, str]] = _FieldMaps({
     "open-o3": OPEN_O3_FIELDS,
     "video-r1": VIDEO_R1_FIELDS,
     "moss": MOSS_FIELDS,
     "videomend": VIDEOMEND_FIELDS,
-}
+})
+
+
+def converter_for(fmt: str) -> tuple[Converter, Callable[[str | os.PathLike[str]], Iterator[tuple[str, Any]]]]:
+    """(record converter, file reader) of format `fmt`: a benchmark module's `convert_record` and
+    its `iter_source_records` when it has one (else `iter_records`, as for the training formats)."""
+    if fmt in CONVERTERS:
+        return CONVERTERS[fmt], iter_records
+    if fmt in BENCHMARK_CONVERTERS:
+        module = benchmark_module(fmt)
+        return module.convert_record, getattr(module, "iter_source_records", iter_records)
+    raise DataError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
 
 
 # ---- whole files -------------------------------------------------------------------------------
@@ -763,16 +819,14 @@ def convert_files(
     the first one raises `DataError` instead. Image-only rows are counted in `result.skipped`. Ids
     stay unique: a repeated id gets ``-<record number>`` appended (counted in `renamed_ids`).
     """
-    if fmt not in CONVERTERS:
-        raise DataError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    convert, read = converter_for(fmt)
     options = options or ConvertOptions()
-    convert = CONVERTERS[fmt]
     result = ConvertResult()
     seen: set[str] = set()
     index = 0
     for path in paths:
         root = options.video_root or str(Path(path).resolve().parent)
-        records = iter_records(path)
+        records = read(path)
         if progress:
             from tqdm import tqdm
 
@@ -806,8 +860,10 @@ def convert_files(
 
 # ---- CLI ---------------------------------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("inputs", nargs="+", metavar="IN", help="JSON, JSONL or parquet file(s) of the source format")
-    parser.add_argument("--from", dest="fmt", required=True, choices=FORMATS, help="source format")
+    parser.add_argument("inputs", nargs="+", metavar="IN", help="JSON, JSONL or parquet file(s) of the source format "
+                        "(a benchmark's own annotation files, e.g. Charades-STA's .txt)")
+    parser.add_argument("--from", dest="fmt", required=True, choices=FORMATS,
+                        help="source format: a training set or a benchmark (docs/benchmarks.md)")
     parser.add_argument("--out", required=True, help="samples.jsonl to write (video paths relative to its folder)")
     parser.add_argument("--video-root", default=None, help="folder relative video paths are joined to (default: each input's folder)")
     parser.add_argument("--keyframe-window", type=float, default=1.0, help="open-o3: seconds of clue interval around each key frame (default 1.0)")
