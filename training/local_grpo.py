@@ -57,6 +57,11 @@ class UpdateStats:
     policy_tokens: int
     advantages: list[float]
     entropy: float = 0.0  # mean entropy of the policy on its own tokens (nats)
+    # With `record_tokens`: per episode, over its policy tokens in order, the log-probs the update
+    # started from (on-policy: those the tokens were sampled with), the reference's, the entropy.
+    token_logprobs: list[list[float]] = field(default_factory=list)
+    ref_token_logprobs: list[list[float]] = field(default_factory=list)
+    token_entropy: list[list[float]] = field(default_factory=list)
 
 
 def token_logprobs(model: torch.nn.Module, episode: TokenizedEpisode, device: torch.device | str) -> torch.Tensor:
@@ -149,12 +154,15 @@ def grpo_update(
     device: torch.device | str = "cpu",
     norm_by_std: bool = True,
     temperature: float = 1.0,
+    record_tokens: bool = False,
 ) -> UpdateStats:
     """One on-policy GRPO step over `episodes` (one mini-batch, one PPO epoch, as GRPO does).
 
     `actor_config` is verl's `ActorConfig` (from the composed hydra config): clip ratios,
     `loss_agg_mode`, `use_kl_loss`, `kl_loss_coef`, `kl_loss_type`, `grad_clip`. `temperature`
     is the rollout's sampling temperature (policy and reference log-probs use it, as in verl).
+    `record_tokens` also returns each episode's per-token log-probs and entropies (for the
+    viewer's token view); it reads the tensors the update computes anyway and changes nothing.
     """
     mask = response_mask_of(episodes).to(device)
     advantages = grpo_advantages(rewards, group_ids, mask.cpu(), norm_by_std).to(device)
@@ -190,6 +198,12 @@ def grpo_update(
     optimizer.step()
 
     first_policy_token = mask.argmax(dim=1)
+    per_token: dict[str, list[list[float]]] = {}
+    if record_tokens:
+        picked = lambda values: [values[i][mask[i] > 0].detach().float().cpu().tolist() for i in range(len(episodes))]  # noqa: E731
+        per_token = {"token_logprobs": picked(old_logprobs), "token_entropy": picked(entropy)}
+        if ref_logprobs is not None:
+            per_token["ref_token_logprobs"] = picked(ref_logprobs)
     return UpdateStats(
         loss=float(loss.detach()),
         pg_loss=float(pg_loss.detach()),
@@ -200,4 +214,5 @@ def grpo_update(
         policy_tokens=int(mask.sum()),
         entropy=float(agg_loss(entropy, mask, "token-mean")),
         advantages=[float(advantages[i, first_policy_token[i]]) for i in range(len(episodes))],
+        **per_token,
     )

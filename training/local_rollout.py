@@ -105,3 +105,131 @@ def rollout_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:
     for name in names:
         out[f"reward/{name}"] = float(np.mean([t.reward_components.get(name, 0.0) for t in origin]))
     return out
+
+
+# ---- what a step trained on, for the viewer (RUN/rollouts/step_NNNN/grpo.json, tokens.jsonl) ----
+VISION_PADS = ("<|video_pad|>", "<|image_pad|>")
+
+
+def mask_segments(loss_mask: Sequence[int]) -> list[tuple[str, int, int]]:
+    """(kind, start, stop) runs of a loss mask: `assistant` on the policy's tokens, `prompt` before
+    the first of them, `tool` between two (tool answer plus chat-template tokens), `tail` after the last.
+
+    >>> mask_segments([0, 0, 1, 1, 0, 1, 0])
+    [('prompt', 0, 2), ('assistant', 2, 4), ('tool', 4, 5), ('assistant', 5, 6), ('tail', 6, 7)]
+    """
+    runs: list[tuple[int, int, int]] = []
+    for k, m in enumerate(int(v) for v in loss_mask):
+        if runs and runs[-1][0] == m:
+            runs[-1] = (m, runs[-1][1], k + 1)
+        else:
+            runs.append((m, k, k + 1))
+    ones = [i for i, r in enumerate(runs) if r[0] == 1]
+    out = []
+    for i, (m, start, stop) in enumerate(runs):
+        if m == 1:
+            kind = "assistant"
+        elif not ones or i < ones[0]:
+            kind = "prompt"
+        elif i > ones[-1]:
+            kind = "tail"
+        else:
+            kind = "tool"
+        out.append((kind, start, stop))
+    return out
+
+
+def _group_stats(rewards: Sequence[float], group_ids: Sequence[str], has_tokens: Sequence[bool]) -> dict[str, dict[str, Any]]:
+    """Per group: the rewards GRPO normalised (episodes with policy tokens), their mean and
+    unbiased std (None for a group of one, whose advantage is 0), as `videoseek_grpo` computes them."""
+    groups: dict[str, list[float]] = {}
+    for r, g, ok in zip(rewards, group_ids, has_tokens):
+        if ok:
+            groups.setdefault(g, []).append(float(r))
+    out = {}
+    for g, values in groups.items():
+        n = len(values)
+        mean = float(np.mean(values)) if n > 1 else None
+        std = float(np.std(values, ddof=1)) if n > 1 else None
+        out[g] = {"id": g, "n": n, "rewards": values, "mean": mean, "std": std}
+    return out
+
+
+def _round(values: Sequence[float], digits: int = 4) -> list[float]:
+    return [round(float(v), digits) for v in values]
+
+
+def step_record(step: int, batch: TrainingBatch, stats: Any, tokenizer: Any, reward_config: dict[str, Any],
+                norm_by_std: bool = True, record_tokens: bool = False) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """What one GRPO step trained on: (the `grpo.json` dict, the `tokens.jsonl` rows).
+
+    `grpo.json`: the reward config, each group's rewards, mean and std, and per episode its group,
+    reward, the advantage the update used (`stats.advantages`), token counts by mask segment.
+    `tokens.jsonl` (only with `record_tokens`, and `stats` from `grpo_update(record_tokens=True)`):
+    per episode its mask segments with their text, and on the policy's tokens each token's text,
+    sampling log-prob, reference log-prob and entropy.
+    """
+    pads = {tokenizer.convert_tokens_to_ids(p): p for p in VISION_PADS}
+    pads = {k: v for k, v in pads.items() if isinstance(k, int) and k != getattr(tokenizer, "unk_token_id", None)}
+    has_tokens = [bool(int(e.loss_mask.sum()) > 0) for e in batch.episodes]
+    groups = _group_stats(batch.rewards, batch.group_ids, has_tokens)
+    advantages = list(getattr(stats, "advantages", None) or [None] * len(batch.episodes))
+    episodes, token_rows = [], []
+    for i, (traj, ep) in enumerate(zip(batch.trajectories, batch.episodes)):
+        ids = ep.input_ids.tolist()
+        segments = mask_segments(ep.loss_mask.tolist())
+        counts = {"total": len(ids), "prompt": 0, "assistant": 0, "tool": 0, "tail": 0, "vision": sum(1 for t in ids if t in pads)}
+        for kind, start, stop in segments:
+            counts[kind] += stop - start
+        g = groups.get(batch.group_ids[i], {})
+        episodes.append({
+            "episode_id": traj.episode_id, "sample_id": traj.sample_id, "group_id": batch.group_ids[i], "group_index": traj.group.index,
+            "reward": float(batch.rewards[i]), "advantage": advantages[i], "in_baseline": has_tokens[i],
+            "group_mean": g.get("mean"), "group_std": g.get("std"), "tokens": counts,
+            "segments": [{"kind": kind, "n": stop - start} for kind, start, stop in segments],
+        })  # fmt: skip
+        if not record_tokens:
+            continue
+        per_token = {name: (getattr(stats, name, None) or [None] * len(batch.episodes))[i]
+                     for name in ("token_logprobs", "ref_token_logprobs", "token_entropy")}  # fmt: skip
+        taken = 0  # policy tokens passed so far: the index into the per-token lists
+        rows = []
+        for kind, start, stop in segments:
+            seg: dict[str, Any] = {"kind": kind, "n": stop - start}
+            part = ids[start:stop]
+            if kind == "assistant":
+                seg["pieces"] = tokenizer.batch_decode([[t] for t in part], skip_special_tokens=False, clean_up_tokenization_spaces=False)
+                for name, key in (("token_logprobs", "logprobs"), ("ref_token_logprobs", "ref_logprobs"), ("token_entropy", "entropy")):
+                    values = per_token[name]
+                    if values is not None:
+                        seg[key] = _round(values[taken : taken + len(part)])
+                taken += len(part)
+            else:
+                seg["text"] = _collapsed_text(part, tokenizer, pads)
+            rows.append(seg)
+        token_rows.append({"episode_id": traj.episode_id, "segments": rows})
+    record = {
+        "step": step, "reward_config": reward_config, "norm_adv_by_std": bool(norm_by_std), "epsilon": 1e-6,
+        "groups": list(groups.values()), "episodes": episodes,
+    }  # fmt: skip
+    return record, token_rows
+
+
+def _collapsed_text(ids: Sequence[int], tokenizer: Any, pads: dict[int, str]) -> str:
+    """The decoded text of `ids` with each run of vision pad tokens written once, as `<|video_pad|>×N`."""
+    out, k = [], 0
+    ids = list(ids)
+    while k < len(ids):
+        if ids[k] in pads:
+            j = k
+            while j < len(ids) and ids[j] == ids[k]:
+                j += 1
+            out.append(f"{pads[ids[k]]}×{j - k}")
+            k = j
+        else:
+            j = k
+            while j < len(ids) and ids[j] not in pads:
+                j += 1
+            out.append(tokenizer.decode(ids[k:j], skip_special_tokens=False, clean_up_tokenization_spaces=False))
+            k = j
+    return "".join(out)

@@ -77,7 +77,34 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     again.add_argument("--overwrite", action="store_true", help="local backend: delete RUN's metrics, rollouts and checkpoint first")
     p.add_argument("--save-every", type=int, default=10, help="local backend: write RUN/checkpoint every N steps and at the end")
     p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="extra verl override (repeatable)")
+    p.add_argument("--record-tokens", action="store_true",
+                   help="local backend: also write each episode's tokens (text, mask, sampling and reference log-probs, entropy) "
+                        "to RUN/rollouts/step_NNNN/tokens.jsonl; grpo.json (groups, advantages, token counts) is always written")
+    p.add_argument("--probe-data", default=None, metavar="PATH",
+                   help="fixed probe questions (samples JSONL; default: the training samples) evaluated greedily every --probe-every steps")
+    p.add_argument("--probe-every", type=int, default=None, metavar="N",
+                   help="evaluate the probes before training and every N steps (and at the last); default 0 (off), 5 with --probe-data. "
+                        "Local: RUN/probes/step_NNNN/trajectories.jsonl; verl: its validation (trainer.test_freq, data.val_files, trainer.validation_data_dir=RUN/probes)")
+    p.add_argument("--probe-n", type=int, default=4, metavar="K", help="probe questions: the first K of --probe-data (default 4)")
     return p.parse_args(argv)
+
+
+def probe_every(args: argparse.Namespace) -> int:
+    """Steps between probe evaluations: --probe-every, else 5 when --probe-data is given, else 0 (off)."""
+    every = args.probe_every if args.probe_every is not None else (5 if args.probe_data else 0)
+    if every < 0 or args.probe_n < 1:
+        from videoseek.training.verl_config import ConfigError
+
+        raise ConfigError(f"--probe-every must be >= 0 and --probe-n >= 1 (got {every}, {args.probe_n})")
+    return every
+
+
+def load_probes(args: argparse.Namespace, samples: list) -> list:
+    """The first --probe-n samples of --probe-data (or of the training samples): the same questions every time."""
+    from videoseek.envs.sample import VideoSample
+
+    pool = VideoSample.from_jsonl(args.probe_data) if args.probe_data else list(samples)
+    return pool[: args.probe_n]
 
 
 def default_backend() -> str:
@@ -166,6 +193,11 @@ def run_verl(args: argparse.Namespace) -> int:
         train_files, val_files = [args.data], [args.val_data or args.data]
     else:
         train_files, val_files = [str(run_dir / "data" / "train.parquet")], [str(run_dir / "data" / "val.parquet")]
+    every = probe_every(args)
+    if every:  # probes are verl's validation: the probe set as val data, greedy (verl's val_kwargs), dumped under RUN/probes
+        val_files = [str(run_dir / "data" / "probe.parquet")]
+        args.override = [*args.override, f"trainer.test_freq={every}", f"trainer.validation_data_dir={(run_dir / 'probes').resolve()}",
+                         "trainer.val_before_train=true"]  # fmt: skip
     spec = build_spec(args, model, train_files, val_files)
     overrides = verl_overrides(spec, write_agent_loop_yaml(spec))
     command = main_ppo_command(overrides)
@@ -177,6 +209,12 @@ def run_verl(args: argparse.Namespace) -> int:
         env_config = EnvConfig(**spec.env)
         export_samples(train, run_dir / "data", "train", env_config)
         export_samples(val or train[:1], run_dir / "data", "val", env_config)
+    if every:
+        if from_parquet and not args.probe_data:
+            from videoseek.training.verl_config import ConfigError
+
+            raise ConfigError("--probe-every with a parquet --data needs --probe-data samples.jsonl (the probe questions)")
+        export_samples(load_probes(args, [] if args.probe_data else load_samples(args, run_dir)), run_dir / "data", "probe", EnvConfig(**spec.env))
     for warning in validate(cfg):
         print(f"warning: {warning}", flush=True)
     from omegaconf import OmegaConf
@@ -204,6 +242,7 @@ def run_local(args: argparse.Namespace) -> int:
     from videoseek.training.local_rollout import (
         RecordingPolicy,
         rollout_metrics,
+        step_record,
         training_batch,
     )
     from videoseek.training.verl_config import (
@@ -244,6 +283,23 @@ def run_local(args: argparse.Namespace) -> int:
     if done_steps:
         optimizer.load_state_dict(torch.load(checkpoint / OPTIMIZER_STATE, weights_only=True))
     rng = np.random.default_rng(args.seed)
+    every = probe_every(args)
+    probes = load_probes(args, samples) if every else []
+    write_run_manifest(run_dir, args, spec, env_config, every, len(probes))
+
+    def run_probes(step: int) -> None:
+        """The probe questions, greedily, one episode each, with the same seed every time (same masks)."""
+        sampling = policy.temperature
+        policy.temperature = 0.0  # generation forks torch's RNG: probing leaves training's random stream as it was
+        policy.model.eval()
+        try:
+            run_rollouts(probes, policy, group_size=1, env_config=env_config, out_dir=run_dir / "probes" / f"step_{step:04d}",
+                         seed=args.seed, progress=False)  # fmt: skip
+        finally:
+            policy.temperature = sampling
+
+    if probes and not done_steps:
+        run_probes(0)
     resumed = f", resuming after step {done_steps}" if done_steps else ""
     print(f"local GRPO: {spec.reward}, G={spec.group_size}, {spec.batch_size} questions/step, {spec.steps} steps, {model} on {device}{resumed}", flush=True)
 
@@ -268,11 +324,14 @@ def run_local(args: argparse.Namespace) -> int:
         # Update: group-normalised advantages, clipped policy loss, KL to the reference (verl's core_algos).
         if batch.episodes:
             stats = grpo_update(policy.model, reference, optimizer, batch.episodes, batch.rewards, batch.group_ids, actor, device,
-                                temperature=spec.temperature or 1.0)  # greedy (0) rollouts: plain log-probs
+                                temperature=spec.temperature or 1.0, record_tokens=args.record_tokens)  # greedy (0) rollouts: plain log-probs
             update = {"loss": stats.loss, "pg_loss": stats.pg_loss, "kl": stats.kl, "grad_norm": stats.grad_norm,
                       "pg_clipfrac": stats.pg_clipfrac, "policy_tokens": stats.policy_tokens, "entropy": stats.entropy}  # fmt: skip
         else:
+            stats = None
             update = {"skipped": 1.0}  # every episode failed: nothing to learn from
+        write_step_record(run_dir / "rollouts" / f"step_{step:04d}", step_record(
+            step, batch, stats, policy.tokenizer, env_config.reward.model_dump(mode="json"), record_tokens=args.record_tokens and stats is not None))
         row = {"step": step, **rollout_metrics(trajectories), **update, "episodes": len(batch.episodes),
                "time/rollout_s": t_rollout, "time/step_s": time.perf_counter() - t0}  # fmt: skip
         if str(device).startswith("cuda"):
@@ -283,6 +342,8 @@ def run_local(args: argparse.Namespace) -> int:
         print(f"step {step:4d} " + " ".join(f"{k}={row[k]:.4g}" for k in shown if k in row) + f" ({row['time/step_s']:.1f}s)", flush=True)
         if step % max(1, args.save_every) == 0 or step == spec.steps:
             save_checkpoint(checkpoint, policy, optimizer, step)
+        if probes and (step % every == 0 or step == spec.steps):
+            run_probes(step)
     metrics_file.close()
 
     print(f"checkpoint: {checkpoint}\nmetrics: {run_dir / 'metrics.jsonl'}\ntrajectories: videoseek view {run_dir / 'rollouts' / f'step_{spec.steps:04d}'}", flush=True)
@@ -290,6 +351,26 @@ def run_local(args: argparse.Namespace) -> int:
 
 
 OPTIMIZER_STATE, TRAINER_STATE = "optimizer.pt", "trainer_state.json"
+
+
+def write_run_manifest(run_dir: Path, args: argparse.Namespace, spec, env_config, every: int, n_probes: int) -> None:
+    """RUN/run.json: the data, reward config and env of the run (the viewer's reward panel and play mode read it)."""
+    data = Path(args.data) if args.data else run_dir / "data" / "samples.jsonl"
+    manifest = {
+        "backend": "local", "data": [str(data.resolve())], "reward": spec.reward, "env": env_config.model_dump(mode="json"),
+        "group_size": spec.group_size, "batch_size": spec.batch_size, "steps": spec.steps, "seed": args.seed,
+        "probes": {"every": every, "n": n_probes, "data": str(Path(args.probe_data).resolve()) if args.probe_data else None},
+    }  # fmt: skip
+    (run_dir / "run.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+
+
+def write_step_record(step_dir: Path, record: tuple[dict, list[dict]]) -> None:
+    """RUN/rollouts/step_NNNN/grpo.json (groups, advantages, token counts) and, when recorded, tokens.jsonl."""
+    grpo, tokens = record
+    step_dir.mkdir(parents=True, exist_ok=True)
+    (step_dir / "grpo.json").write_text(json.dumps(grpo) + "\n", encoding="utf-8")
+    if tokens:
+        (step_dir / "tokens.jsonl").write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in tokens), encoding="utf-8")
 
 
 def previous_steps(run_dir: Path, args: argparse.Namespace) -> int:
@@ -306,7 +387,7 @@ def previous_steps(run_dir: Path, args: argparse.Namespace) -> int:
     metrics = run_dir / "metrics.jsonl"
     if args.overwrite:
         metrics.unlink(missing_ok=True)
-        for folder in ("rollouts", "checkpoint"):
+        for folder in ("rollouts", "checkpoint", "probes"):
             shutil.rmtree(run_dir / folder, ignore_errors=True)
         return 0
     if not metrics.is_file() or not metrics.read_text().strip():

@@ -94,7 +94,10 @@ def run(args: argparse.Namespace) -> int:
         if info["key"] == "play" and not info["episodes"]:
             continue
         note = f" ({info['status']})" if info["status"] else ""
-        print(f"run {info['key']}: {info['path']}: {info['episodes']} episodes{note}")
+        if info.get("training"):
+            print(f"run {info['key']}: {info['path']}: training run, {info['steps']} steps with rollouts")
+        else:
+            print(f"run {info['key']}: {info['path']}: {info['episodes']} episodes{note}")
     print(f"indexed in {time.perf_counter() - started:.1f} s", flush=True)
     try:
         server = ViewerServer(app, args.host, args.port, verbose=args.verbose)

@@ -18,6 +18,7 @@ from typing import Any
 
 from PIL import Image, UnidentifiedImageError
 from videoseek.viewer.episode import episode_view
+from videoseek.viewer.rewardinfo import explain_reward, find_reward_config
 from videoseek.viewer.paths import resolve_inside
 from videoseek.viewer.runindex import RunIndex
 from videoseek.viewer.server import STATIC_DIR, clean_json
@@ -105,13 +106,16 @@ def export_runs(run_dirs: list[Path], out: Path, limit: int = 500, thumb: int = 
     with _progress(sum(len(k) for _, _, k in todo), enabled=progress) as advance:
         for key, index, kept in todo:
             url_for = _frame_uri_maker(index.root, thumb, quality, counter)
+            reward_config = find_reward_config(index.root)
             for row in kept:
                 raw, problem = index.read(row)
                 meta = {"run": key, "index": row.index, "line": row.line}
                 if raw is None:
                     episodes_out[key][row.index] = {**meta, "episode_id": row.episode_id, "issues": [problem], "turns": [], "calls": []}
                 else:
-                    episodes_out[key][row.index] = episode_view(raw, index.root, url_for, meta)
+                    view = episode_view(raw, index.root, url_for, meta)
+                    view["reward_explained"] = explain_reward(view.get("reward_components") or {}, view.get("reward"), *reward_config)
+                    episodes_out[key][row.index] = view
                 advance()
     data = {"runs": runs_info, "compare": len(keys) > 1, "rows": rows_out, "episodes": episodes_out}
     page = build_page(data)

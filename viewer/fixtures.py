@@ -202,6 +202,10 @@ def write_compare_runs(base: str | Path, n_samples: int = 2, group_size: int = 4
     episodes = [json.loads(x) for x in (run_b / "trajectories.jsonl").read_text().splitlines()]
     for ep in episodes:
         if ep["episode_id"].endswith("/g0"):
-            ep["correct"], ep["prediction"] = False, "D"
+            ep["correct"], ep["prediction"], ep["accuracy"] = False, "D", 0.0
+            ep["reward_components"]["accuracy"] = 0.0
+            ep["reward"] = round(sum(ep["reward_components"].values()), 6)
+    for sid in dict.fromkeys(ep["sample_id"] for ep in episodes):  # the group advantages follow the changed rewards
+        _with_advantages([ep for ep in episodes if ep["sample_id"] == sid])
     (run_b / "trajectories.jsonl").write_text("".join(json.dumps(ep) + "\n" for ep in episodes))
     return run_a, run_b

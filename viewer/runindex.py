@@ -61,6 +61,7 @@ class EpisodeRow:
     schema_version: Any = None
     problem: str | None = None
     search_text: str = field(default="", repr=False)
+    reward_components: dict[str, float] = field(default_factory=dict, repr=False)  # for run aggregates; not sent with list rows
 
     def public(self) -> dict[str, Any]:
         """The row as JSON for the page (without the internal search text)."""
@@ -69,7 +70,7 @@ class EpisodeRow:
         return {name: getattr(self, name) for name in PUBLIC_FIELDS}
 
 
-PUBLIC_FIELDS = tuple(f.name for f in fields(EpisodeRow) if f.name != "search_text")
+PUBLIC_FIELDS = tuple(f.name for f in fields(EpisodeRow) if f.name not in ("search_text", "reward_components"))
 
 
 @dataclass
@@ -149,6 +150,9 @@ def summarize(raw: Any, index: int, line: int, offset: int, length: int) -> Epis
     row.accuracy = as_float(raw.get("accuracy"))
     row.reward = as_float(raw.get("reward"))
     row.advantage = as_float(raw.get("advantage"))
+    components = raw.get("reward_components")
+    if isinstance(components, dict):
+        row.reward_components = {str(k): v for k, v in ((k, as_float(v)) for k, v in components.items()) if v is not None}
     row.turns = len(turns)
     row.calls = calls
     row.score = as_float(last_evidence.get("score"))

@@ -9,11 +9,19 @@ dependency. Endpoints (all GET unless noted):
     /api/runs                 the runs being shown, their status, whether play mode is available
     /api/episodes?run=A&...   one page of the filtered, sorted episode list (+ facets)
     /api/episode?run=A&i=N    one episode's view model (or &id=EPISODE_ID), its group, its counterpart in B
+    /api/compare?a=A&b=B      aggregates of two runs (or two steps) and A-B deltas, overall and per question
+    /api/training?run=A       a training run: metrics per step, problems, the steps with rollouts, the probe grid
+    /api/step?run=A&step=N    one training step: its metrics and groups (rewards, mean, std, advantages, token counts)
+    /api/tokens?run=A@sN&id=E one trained episode's token segments (mask, texts, log-probs where recorded)
+    /api/probe?run=A&sample=S one probe question at every probe step, side by side
     /frames/<run>/<path>      a frame image of a run (only image files inside that run's folder)
     /api/play/samples         the samples play mode can start
     POST /api/play/start      {"sample_id"} -> a new play session
     POST /api/play/step       {"session", "action": {...}} -> the env's answer
     /play-frames/<session>/<turn>/<k>.jpg   a frame a play session returned
+
+A training run's steps are runs of their own, keyed `A@s3` (RUN/rollouts/step_0003) and `A@p3`
+(RUN/probes/step_0003): every episode endpoint takes those keys.
 
 Safety: binds to 127.0.0.1 unless told otherwise; every file path is checked by
 `videoseek.viewer.paths.resolve_inside`; requests whose Host header is not this server are
@@ -26,6 +34,7 @@ from __future__ import annotations
 import json
 import math
 import mimetypes
+import re
 import sys
 import threading
 import traceback
@@ -35,8 +44,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
+from videoseek.viewer import training as tr
 from videoseek.viewer.episode import episode_view
 from videoseek.viewer.paths import UnsafePath, resolve_inside
+from videoseek.viewer.rewardinfo import explain_reward, find_reward_config
 from videoseek.viewer.runindex import (
     OUTCOMES,
     SORT_KEYS,
@@ -52,6 +63,8 @@ IMAGE_TYPES = {".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".png": "image/png",
 MAX_BODY = 1 << 16
 MAX_GROUP = 64  # group rows sent with an episode; GRPO groups are far smaller
 VERSUS = ("", "agree", "disagree", "a_only", "b_only", "missing")
+SUB_KEY = re.compile(r"^(A|B)@([sp])(\d+)$")  # a training step's rollouts (s) or probes (p)
+SUB_KINDS = {"s": "rollouts", "p": "probes"}
 
 
 class BadRequest(ValueError):
@@ -128,6 +141,64 @@ def versus_ok(versus: str, a: EpisodeRow, b: EpisodeRow | None) -> bool:
     return b.correct is True and a.correct is not True  # b_only
 
 
+def as_list_of_dicts(value: Any, key: str) -> list[dict[str, Any]]:
+    items = value.get(key) if isinstance(value, dict) else None
+    return [x for x in items if isinstance(x, dict)] if isinstance(items, list) else []
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def aggregate(rows: list[EpisodeRow]) -> dict[str, Any]:
+    """Means over a run's origin episodes that parsed: accuracy, reward, coverage, calls, turns, each reward component."""
+    kept = [r for r in rows if r.role != "perturbed" and not (r.problem and not r.sample_id)]
+    acc = [r.accuracy if r.accuracy is not None else float(r.correct is True) for r in kept]
+    out: dict[str, Any] = {
+        "episodes": len(kept), "questions": len({r.sample_id for r in kept}), "accuracy": _mean(acc),
+        "reward": _mean([r.reward for r in kept if r.reward is not None]),
+        "coverage": _mean([r.coverage for r in kept if r.coverage is not None]),
+        "calls": _mean([float(r.calls) for r in kept]), "turns": _mean([float(r.turns) for r in kept]),
+        "answered": _mean([float(r.prediction is not None) for r in kept]),
+    }  # fmt: skip
+    names = sorted({k for r in kept for k in r.reward_components})
+    out["components"] = {n: _mean([r.reward_components[n] for r in kept if n in r.reward_components]) for n in names}
+    return out
+
+
+def compare_runs(a_rows: list[EpisodeRow], b_rows: list[EpisodeRow], a_key: str = "A", b_key: str = "B") -> dict[str, Any]:
+    """Aggregates of two runs, A - B deltas overall, and per question (sample id) in both or one of them."""
+    agg_a, agg_b = aggregate(a_rows), aggregate(b_rows)
+    delta = {k: (agg_a[k] - agg_b[k]) if isinstance(agg_a[k], float) and isinstance(agg_b[k], float) else None
+             for k in ("accuracy", "reward", "coverage", "calls", "turns", "answered")}  # fmt: skip
+    delta["components"] = {n: (agg_a["components"].get(n) - agg_b["components"][n]) if agg_a["components"].get(n) is not None and agg_b["components"].get(n) is not None else None
+                           for n in sorted(set(agg_a["components"]) | set(agg_b["components"]))}  # fmt: skip
+
+    def per_question(rows: list[EpisodeRow]) -> dict[str, dict[str, Any]]:
+        out: dict[str, list[EpisodeRow]] = {}
+        for r in rows:
+            if r.role != "perturbed" and r.sample_id:
+                out.setdefault(r.sample_id, []).append(r)
+        return {sid: {"n": len(rs), "question": rs[0].question, "first": rs[0].index,
+                      "accuracy": _mean([r.accuracy if r.accuracy is not None else float(r.correct is True) for r in rs]),
+                      "reward": _mean([r.reward for r in rs if r.reward is not None])} for sid, rs in out.items()}  # fmt: skip
+
+    qa, qb = per_question(a_rows), per_question(b_rows)
+    questions = []
+    for sid in list(qa) + [s for s in qb if s not in qa]:
+        x, y = qa.get(sid), qb.get(sid)
+        d = lambda k: (x[k] - y[k]) if x and y and x[k] is not None and y[k] is not None else None  # noqa: E731
+        questions.append({"sample_id": sid, "question": (x or y)["question"], "a": x, "b": y, "d_accuracy": d("accuracy"), "d_reward": d("reward")})
+    paired = [q for q in questions if q["d_reward"] is not None]
+    paired_acc = [q["d_accuracy"] for q in questions if q["d_accuracy"] is not None]
+    return {
+        "a": a_key, "b": b_key, "runs": {a_key: agg_a, b_key: agg_b}, "delta": delta,
+        "paired": {"questions": len(paired), "d_reward": _mean([q["d_reward"] for q in paired]), "d_accuracy": _mean(paired_acc),
+                   "a_better": sum(q["d_reward"] > 1e-12 for q in paired), "b_better": sum(q["d_reward"] < -1e-12 for q in paired)},
+        "questions": questions,
+    }  # fmt: skip
+
+
 class ViewerApp:
     """The state behind the server: the runs shown and the play manager; no HTTP in here."""
 
@@ -141,13 +212,36 @@ class ViewerApp:
             self.runs["play"] = RunIndex(play.play_dir, "play")
         self._facets: dict[str, tuple[tuple[int, int], dict[str, Any]]] = {}
         self._lock = threading.Lock()
+        self.training = {k: tr.is_training_run(self.runs[k].root) for k in keys}
+        self._sub: dict[str, RunIndex] = {}
+        self._reward_configs: dict[Path, tuple[Any, str, str | None]] = {}
+
+    def index_for(self, key: str) -> RunIndex:
+        """The index of run `key`: A, B, play, or a training step `A@s3` / probes `A@p3` (made on first use)."""
+        if key in self.runs:
+            return self.runs[key]
+        m = SUB_KEY.match(key)
+        if m is None or m.group(1) not in self.runs:
+            raise BadRequest(f"run: unknown run {key!r}; one of {', '.join(self.runs)} (or a training step such as A@s1)")
+        with self._lock:
+            if key not in self._sub:
+                base = self.runs[m.group(1)].root
+                folder = tr.step_dirs(base, SUB_KINDS[m.group(2)]).get(int(m.group(3)))
+                if folder is None:
+                    raise BadRequest(f"run: {base} has no {SUB_KINDS[m.group(2)]} for step {int(m.group(3))}")
+                self._sub[key] = RunIndex(folder, key)
+            return self._sub[key]
 
     def run(self, key: str) -> RunIndex:
-        if key not in self.runs:
-            raise BadRequest(f"run: unknown run {key!r}; one of {', '.join(self.runs)}")
-        index = self.runs[key]
+        index = self.index_for(key)
         index.refresh()
         return index
+
+    def reward_config(self, folder: Path) -> tuple[Any, str, str | None]:
+        with self._lock:
+            if folder not in self._reward_configs:
+                self._reward_configs[folder] = find_reward_config(folder)
+            return self._reward_configs[folder]
 
     def frame_url(self, key: str, path: str) -> str:
         return f"/frames/{key}/{quote(path)}"
@@ -157,7 +251,11 @@ class ViewerApp:
         out = []
         for key in self.runs:
             index = self.run(key)
-            out.append({"key": key, "path": str(index.root), "status": index.status, "episodes": len(index.rows())})
+            item = {"key": key, "path": str(index.root), "status": index.status, "episodes": len(index.rows()), "training": self.training.get(key, False)}
+            if item["training"]:
+                item["steps"] = len(tr.step_dirs(index.root, "rollouts"))
+                item["status"] = ""  # a training run has its episodes in step folders, not in RUN/trajectories.jsonl
+            out.append(item)
         play = {"available": False, "reason": "play mode is off"}
         if self.play is not None:
             ok, reason = self.play.available()
@@ -221,6 +319,9 @@ class ViewerApp:
             view = episode_view(raw, index.root, lambda p: self.frame_url(key, p), meta)
             if row.problem and row.problem not in view["issues"] and "duplicate" in row.problem:
                 view["issues"].append(row.problem)
+            view["reward_explained"] = explain_reward(view.get("reward_components") or {}, view.get("reward"), *self.reward_config(index.root))
+        m = SUB_KEY.match(key)
+        view["training_ref"] = {"run": m.group(1), "kind": SUB_KINDS[m.group(2)], "step": int(m.group(3))} if m else None
         members = index.group(row) if raw is not None else []
         group = [g.public() for g in members[:MAX_GROUP]]
         if row.index not in {g["index"] for g in group} and raw is not None:
@@ -234,14 +335,122 @@ class ViewerApp:
 
     def frame_file(self, key: str, rel: str) -> Path:
         """The image file `rel` of run `key`; `UnsafePath` outside it, `FileNotFoundError` if absent."""
-        if key not in self.runs:
-            raise FileNotFoundError(f"unknown run {key!r}")
-        target = resolve_inside(self.runs[key].root, rel)
+        try:
+            root = self.index_for(key).root
+        except BadRequest:
+            raise FileNotFoundError(f"unknown run {key!r}") from None
+        target = resolve_inside(root, rel)
         if target.suffix.lower() not in IMAGE_TYPES:
             raise UnsafePath(f"only image files are served, not {target.suffix or 'files without a suffix'}")
         if not target.is_file():
             raise FileNotFoundError(rel)
         return target
+
+    # ---- training runs
+    def _training_root(self, params: dict[str, list[str]]) -> tuple[str, Path]:
+        key = params.get("run", ["A"])[0]
+        if key not in ("A", "B") or key not in self.runs:
+            raise BadRequest(f"run: {key!r} is not one of the runs shown ({', '.join(k for k in self.runs if k != 'play')})")
+        if not self.training.get(key):
+            raise BadRequest(f"run: {self.runs[key].root} is not a training run (no metrics.jsonl, rollouts/step_* or probes/step_*)")
+        return key, self.runs[key].root
+
+    def api_training(self, params: dict[str, list[str]]) -> dict[str, Any]:
+        key, root = self._training_root(params)
+        rows, problems = tr.read_metrics(root / tr.METRICS)
+        series = sorted({k for r in rows for k in r if k not in ("step", "_line")}, key=lambda k: (k not in tr.MAIN_SERIES, tr.MAIN_SERIES.index(k) if k in tr.MAIN_SERIES else 0, k))
+        steps = sorted(tr.step_dirs(root, "rollouts"))
+        probe_steps = sorted(tr.step_dirs(root, "probes"))
+        config, source, problem = self.reward_config(root)
+        reward = None
+        if config is not None:
+            reward = {"preset": config.preset, "weights": config.merged_weights(), "gate": config.gate(), "source": source}
+        elif problem and (rows or steps):
+            problems.append(problem)
+        questions: dict[str, dict[str, Any]] = {}
+        for step in probe_steps:
+            index = self.run(f"{key}@p{step}")
+            if index.status:
+                problems.append(f"probes step {step}: {index.status}")
+            for r in index.rows():
+                if r.problem and not r.sample_id:
+                    problems.append(f"probes/step_{step:04d}/{r.problem}")
+                    continue
+                if r.role == "perturbed":
+                    continue
+                q = questions.setdefault(r.sample_id, {"sample_id": r.sample_id, "question": r.question, "cells": {}})
+                q["cells"].setdefault(str(step), {"index": r.index, "episode_id": r.episode_id, "correct": r.correct, "reward": r.reward, "calls": r.calls, "prediction": r.prediction})
+        return clean_json({
+            "run": key, "path": str(root), "metrics": [{k: v for k, v in r.items() if k != "_line"} for r in rows], "series": series,
+            "problems": problems, "steps": steps, "probe_steps": probe_steps, "probes": list(questions.values()), "reward": reward,
+        })  # fmt: skip
+
+    def api_step(self, params: dict[str, list[str]]) -> dict[str, Any]:
+        key, root = self._training_root(params)
+        step = _int_param(params, "step", -1)
+        folders = tr.step_dirs(root, "rollouts")
+        if step not in folders:
+            raise BadRequest(f"step: run {key} has no rollouts for step {step} (it has {', '.join(map(str, folders)) or 'none'})")
+        index = self.run(f"{key}@s{step}")
+        problems = [f"rollouts/step_{step:04d}: {index.status}"] if index.status else []
+        problems += [f"rollouts/step_{step:04d}/trajectories.jsonl {r.problem}" for r in index.rows() if r.problem]
+        grpo, problem = tr.read_json(folders[step] / "grpo.json")
+        if problem and (folders[step] / "grpo.json").exists():
+            problems.append(f"rollouts/step_{step:04d}/{problem}")
+        grpo = grpo if isinstance(grpo, dict) else None
+        rows, _ = tr.read_metrics(root / tr.METRICS)
+        metrics = next(({k: v for k, v in r.items() if k != "_line"} for r in rows if r["step"] == step), None)
+        return clean_json({
+            "run": key, "step": step, "key": f"{key}@s{step}", "metrics": metrics, "problems": problems,
+            "grpo": grpo is not None, "tokens": (folders[step] / "tokens.jsonl").is_file(),
+            "norm_adv_by_std": grpo.get("norm_adv_by_std") if grpo else None, "groups": tr.step_groups(index.rows(), grpo),
+        })  # fmt: skip
+
+    def api_tokens(self, params: dict[str, list[str]]) -> dict[str, Any]:
+        key = params.get("run", [""])[0]
+        m = SUB_KEY.match(key)
+        if m is None or m.group(2) != "s":
+            raise BadRequest(f"run: {key!r} is not a training step (such as A@s1)")
+        index = self.run(key)
+        episode_id = params.get("id", [""])[0]
+        row = index.find(episode_id)
+        if row is None:
+            raise BadRequest(f"id: run {key} has no episode {episode_id!r}")
+        grpo, _ = tr.read_json(index.root / "grpo.json")
+        trained = next((e for e in as_list_of_dicts(grpo, "episodes") if e.get("episode_id") == episode_id), None)
+        tokens, why = tr.token_row(index.root, episode_id)
+        segments = tr.clean_segments(tokens.get("segments")) if tokens else tr.clean_segments((trained or {}).get("segments"))
+        return clean_json({
+            "run": key, "step": int(m.group(3)), "training_run": m.group(1), "episode_id": episode_id, "index": row.index,
+            "group_id": row.group_id, "reward": row.reward, "correct": row.correct, "trained": trained is not None,
+            "advantage": (trained or {}).get("advantage"), "group_mean": (trained or {}).get("group_mean"), "group_std": (trained or {}).get("group_std"),
+            "counts": (trained or {}).get("tokens") or {}, "segments": segments, "recorded": tokens is not None,
+            "note": None if tokens else (why if trained else "this episode was not trained on (perturbed, failed, or no grpo.json for this step)"),
+        })  # fmt: skip
+
+    def api_probe(self, params: dict[str, list[str]]) -> dict[str, Any]:
+        key, root = self._training_root(params)
+        sample_id = params.get("sample", [""])[0]
+        cards, question = [], None
+        for step in sorted(tr.step_dirs(root, "probes")):
+            index = self.run(f"{key}@p{step}")
+            row = next((r for r in index.rows() if r.sample_id == sample_id and r.role != "perturbed"), None)
+            if row is None:
+                cards.append({"step": step, "missing": True})
+                continue
+            raw, problem = index.read(row)
+            question = question or {"question": row.question, "answer": row.answer}
+            card = tr.episode_card(raw, row) if raw is not None else {"index": row.index, "episode_id": row.episode_id, "problem": problem}
+            cards.append({"step": step, "key": f"{key}@p{step}", **card})
+        if question is None:
+            raise BadRequest(f"sample: no probe episode of {sample_id!r} in {root / 'probes'}")
+        return clean_json({"run": key, "sample_id": sample_id, **question, "steps": cards})
+
+    def api_compare(self, params: dict[str, list[str]]) -> dict[str, Any]:
+        a_key = params.get("a", ["A"])[0] or "A"
+        b_key = params.get("b", ["B"])[0] or "B"
+        a, b = self.run(a_key), self.run(b_key)
+        return clean_json(compare_runs(a.rows(), b.rows(), a_key, b_key) | {"paths": {a_key: str(a.root), b_key: str(b.root)}})
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -306,6 +515,16 @@ class Handler(BaseHTTPRequestHandler):
                 return self._json(app.api_episodes(params))
             if url.path == "/api/episode":
                 return self._json(app.api_episode(params))
+            if url.path == "/api/compare":
+                return self._json(app.api_compare(params))
+            if url.path == "/api/training":
+                return self._json(app.api_training(params))
+            if url.path == "/api/step":
+                return self._json(app.api_step(params))
+            if url.path == "/api/tokens":
+                return self._json(app.api_tokens(params))
+            if url.path == "/api/probe":
+                return self._json(app.api_probe(params))
             if url.path == "/api/play/samples":
                 return self._json(self._play().samples())
             if url.path.startswith("/play-frames/"):

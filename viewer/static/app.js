@@ -57,6 +57,11 @@
     runs() { return this.get("/api/runs"); },
     episodes(params) { return this.get("/api/episodes", params); },
     episode(run, ref) { return this.get("/api/episode", Object.assign({ run }, ref)); },
+    training(run) { return this.get("/api/training", { run }); },
+    step(run, step) { return this.get("/api/step", { run, step }); },
+    tokens(run, id) { return this.get("/api/tokens", { run, id }); },
+    probe(run, sample) { return this.get("/api/probe", { run, sample }); },
+    compare(a, b) { return this.get("/api/compare", { a, b }); },
     playSamples() { return this.get("/api/play/samples"); },
     playStart(sampleId) { return this.post("/api/play/start", { sample_id: sampleId }); },
     playStep(session, action) { return this.post("/api/play/step", { session, action }); },
@@ -164,9 +169,30 @@
     document.querySelectorAll("header nav a").forEach((a) => a.classList.remove("active"));
     try {
       if (!runsInfo) runsInfo = await api.runs();
-      $("#run-info").textContent = runsInfo.runs.map((r) => r.key + ": " + r.path + " (" + r.episodes + ")").join("   ");
+      $("#run-info").textContent = runsInfo.runs.map((r) => r.key + ": " + r.path + (r.training ? " (training, " + r.steps + " steps)" : " (" + r.episodes + ")")).join("   ");
       $("#nav-play").hidden = !runsInfo.play.available && api.static;
-      if (parts[0] === "episode" && parts.length >= 3) {
+      const training = runsInfo.runs.filter((r) => r.training);
+      $("#nav-training").hidden = !training.length;
+      $("#nav-compare").hidden = !(runsInfo.compare || training.length) || api.static;
+      const needServer = ["training", "group", "tokens", "probe", "compare"];
+      if (api.static && needServer.includes(parts[0])) {
+        $("#app").replaceChildren(h("p", { class: "notice" }, "This view needs the viewer server (videoseek view RUN)."));
+      } else if (parts[0] === "training") {
+        $("#nav-training").classList.add("active");
+        await showTraining(parts[1] || training[0].key, params);
+      } else if (parts[0] === "group" && parts.length >= 3) {
+        await showGroup(parts[1], parts.slice(2).join("/"));
+      } else if (parts[0] === "tokens" && parts.length >= 3) {
+        await showTokens(parts[1], parts.slice(2).join("/"));
+      } else if (parts[0] === "probe" && parts.length >= 3) {
+        await showProbe(parts[1], parts.slice(2).join("/"));
+      } else if (parts[0] === "compare") {
+        $("#nav-compare").classList.add("active");
+        await showCompare(params);
+      } else if (!parts.length && !params.get("run") && runsInfo.runs[0].training && !runsInfo.runs[0].episodes) {
+        $("#nav-training").classList.add("active");
+        await showTraining(runsInfo.runs[0].key, params);
+      } else if (parts[0] === "episode" && parts.length >= 3) {
         const ref = parts[2] === "id" ? { id: parts.slice(3).join("/") } : { i: parts[2] };
         await showEpisode(parts[1], ref, params);
       } else if (parts[0] === "play") {
@@ -406,14 +432,41 @@
     return h("div", { class: "assistant" }, turn.segments.map((sg) => h("span", { class: "seg-" + sg.kind }, sg.text)));
   }
 
+  // The reward panel: with the run's reward config, each component's weight, weight × value and gate,
+  // so the total shown is the sum of what is shown (rewards/compose.py: RewardConfig, GATED).
   function rewardTable(ep) {
-    const comps = Object.entries(ep.reward_components || {});
-    const scale = Math.max(1e-9, ...comps.map(([, v]) => Math.abs(v || 0)));
-    return h("table", { class: "rewards" },
-      comps.map(([name, v]) => h("tr", { "data-component": name }, h("td", {}, name), h("td", { class: "num" }, fmt(v, 3)),
-        h("td", {}, h("span", { class: "bar" + (v < 0 ? " neg" : ""), style: "width:" + Math.round((Math.abs(v || 0) / scale) * 80) + "px" })))),
-      h("tr", {}, h("td", {}, h("b", {}, "reward")), h("td", { class: "num reward-total" }, h("b", {}, fmt(ep.reward, 3))), h("td", {})),
-      h("tr", {}, h("td", {}, "advantage"), h("td", { class: "num" }, fmt(ep.advantage, 3)), h("td", {})));
+    const ex = ep.reward_explained;
+    if (!ex || !ex.known) {
+      const comps = Object.entries(ep.reward_components || {});
+      const scale = Math.max(1e-9, ...comps.map(([, v]) => Math.abs(v || 0)));
+      return h("div", {}, h("table", { class: "rewards" },
+        comps.map(([name, v]) => h("tr", { "data-component": name }, h("td", {}, name), h("td", { class: "num" }, fmt(v, 3)),
+          h("td", {}, h("span", { class: "bar" + (v < 0 ? " neg" : ""), style: "width:" + Math.round((Math.abs(v || 0) / scale) * 80) + "px" })))),
+        h("tr", {}, h("td", {}, h("b", {}, "reward")), h("td", { class: "num reward-total" }, h("b", {}, fmt(ep.reward, 3))), h("td", {})),
+        h("tr", {}, h("td", {}, "advantage"), h("td", { class: "num" }, fmt(ep.advantage, 3)), h("td", {}))),
+        ex && ex.problem ? h("div", { class: "meta reward-note" }, "weights unknown: " + ex.problem) : null);
+    }
+    const scale = Math.max(1e-9, ...ex.rows.map((r) => Math.abs(r.contribution || 0)));
+    const gateCell = (r) => {
+      if (r.gate) {
+        const g = r.gate;
+        const state = g.open === null ? "gate: " + g.by + " missing" : g.open ? "gate open: " + g.by + " " + fmt(g.value) + " ≥ " + fmt(g.threshold) : "gated off: " + g.by + " " + fmt(g.value) + " < " + fmt(g.threshold);
+        return h("td", { class: "gate " + (g.open === false ? "closed" : "open"), "data-gate": g.open === null ? "missing" : g.open ? "open" : "closed" }, state);
+      }
+      if (r.gates) return h("td", { class: "gate" }, "gates " + r.gates.join(", ") + (r.weight === 0 ? " (not in the total)" : ""));
+      return h("td", { class: "gate" }, "");
+    };
+    return h("div", {}, h("table", { class: "rewards explained", "data-preset": ex.preset },
+      h("tr", {}, h("th", {}, "component"), h("th", {}, "value"), h("th", {}, "weight"), h("th", {}, "w × value"), h("th", {}, ""), h("th", {}, "")),
+      ex.rows.map((r) => h("tr", { "data-component": r.name, "data-weight": r.weight, "data-value": isNum(r.value) ? r.value : "", "data-contribution": isNum(r.contribution) ? r.contribution : "", class: r.weight === 0 ? "zero-weight" : null },
+        h("td", {}, r.name), h("td", { class: "num" }, r.present ? fmt(r.value, 3) : "missing"), h("td", { class: "num" }, "× " + fmt(r.weight, 2)),
+        h("td", { class: "num" }, fmt(r.contribution, 3)),
+        h("td", {}, h("span", { class: "bar" + ((r.contribution || 0) < 0 ? " neg" : ""), style: "width:" + Math.round((Math.abs(r.contribution || 0) / scale) * 60) + "px" })), gateCell(r))),
+      h("tr", {}, h("td", {}, h("b", {}, "Σ w × value")), h("td", {}), h("td", {}), h("td", { class: "num reward-sum" }, h("b", {}, fmt(ex.sum, 3))), h("td", {}), h("td", {})),
+      h("tr", {}, h("td", {}, "recorded reward"), h("td", {}), h("td", {}), h("td", { class: "num reward-total" }, fmt(ep.reward, 3)), h("td", {}),
+        h("td", { class: ex.matches === false ? "no" : "meta", id: "reward-check" }, ex.matches === false ? "≠ Σ by " + fmt(ep.reward - ex.sum, 4) : ex.matches ? "= Σ" : "")),
+      h("tr", {}, h("td", {}, "advantage"), h("td", {}), h("td", {}), h("td", { class: "num" }, fmt(ep.advantage, 3)), h("td", {}), h("td", {}))),
+      h("div", { class: "meta reward-note" }, "preset " + ex.preset + (isNum(ex.gate) ? " · format gate " + fmt(ex.gate) : "") + " · from " + ex.source));
   }
 
   function groupTable(ep, group) {
@@ -449,6 +502,8 @@
     const root = h("section", { class: "panel episode", "data-run": ep.run, "data-episode": ep.episode_id });
     const header = [
       h("h2", {}, (ep.run ? "[" + ep.run + "] " : "") + (ep.episode_id || "(no id)")),
+      ep.training_ref ? h("div", { class: "meta" }, h("a", { class: "training-back", href: "#/training/" + ep.training_ref.run + "?step=" + ep.training_ref.step }, "← training step " + ep.training_ref.step + (ep.training_ref.kind === "probes" ? " (probe)" : "")),
+        ep.training_ref.kind === "rollouts" ? [" · ", h("a", { href: "#/group/" + encodeURIComponent(ep.run) + "/" + encodeURIComponent((ep.group || {}).id || "") }, "group view"), " · ", h("a", { class: "tokens-link", href: "#/tokens/" + encodeURIComponent(ep.run) + "/" + encodeURIComponent(ep.episode_id) }, "tokens")] : null) : null,
       h("div", { class: "meta" }, [ep.policy && "policy " + ep.policy, ep.problem_type, ep.task_kind && "task " + ep.task_kind, ep.group && ep.group.role && "group " + ep.group.id + " · " + ep.group.role,
         ep.data_source, isNum(ep.duration) && "duration " + fmtT(ep.duration), "line " + ep.line].filter(Boolean).join(" · ")),
       (ep.issues || []).length ? h("ul", { class: "issues" }, ep.issues.map((m) => h("li", {}, m))) : null,
@@ -523,6 +578,238 @@
     $("#app").replaceChildren(stepper, h("div", { class: "episode-grid" + (other ? " compare" : ""), id: "episode-grid" }, panels.map((p) => p.root)));
     keyHandler = (d) => setPos(pos + d);
     setPos(pos);
+  }
+
+  // ---- training runs ----------------------------------------------------------------------------
+  const COLOURS = ["#2563eb", "#16a34a", "#dc2626", "#9333ea", "#ea580c", "#0891b2", "#ca8a04", "#4b5563"];
+  const epLink = (key, index) => "#/episode/" + encodeURIComponent(key) + "/" + index;
+  const problemsBlock = (problems, id) => (problems || []).length ? h("ul", { class: "issues", id }, problems.map((m) => h("li", {}, m))) : null;
+
+  /* A line chart of one or more series over steps: {title, series: [{name, points: [[step, value]]}], current, onPick(step)} */
+  function lineChart(opts) {
+    const W = 340, H = 150, L = 44, R = 8, T = 20, B = 20;
+    const pts = opts.series.flatMap((se) => se.points.filter((p) => isNum(p[1])));
+    const steps = pts.map((p) => p[0]);
+    const x0 = Math.min(...steps, opts.current ?? Infinity), x1 = Math.max(...steps, opts.current ?? -Infinity);
+    let y0 = Math.min(...pts.map((p) => p[1])), y1 = Math.max(...pts.map((p) => p[1]));
+    if (!pts.length) { y0 = 0; y1 = 1; }
+    if (y1 - y0 < 1e-12) { if (y0 >= 0 && y0 <= 1) { y0 = 0; y1 = 1; } else { y0 -= 0.5; y1 += 0.5; } }
+    const xs = (t) => L + (x1 > x0 ? (t - x0) / (x1 - x0) : 0.5) * (W - L - R);
+    const ys = (v) => T + (1 - (v - y0) / (y1 - y0)) * (H - T - B);
+    const dig = Math.abs(y1 - y0) < 0.01 ? 4 : 2;
+    const svg = s("svg", { class: "chart", viewBox: "0 0 " + W + " " + H, "data-title": opts.title },
+      s("text", { x: L, y: 12, class: "chart-title" }, opts.title),
+      s("line", { x1: L, x2: W - R, y1: H - B, y2: H - B, class: "chart-axis" }), s("line", { x1: L, x2: L, y1: T, y2: H - B, class: "chart-axis" }),
+      s("text", { x: L - 4, y: ys(y1) + 4, "text-anchor": "end" }, y1.toFixed(dig)), s("text", { x: L - 4, y: ys(y0) + 4, "text-anchor": "end" }, y0.toFixed(dig)),
+      isFinite(x0) ? [s("text", { x: L, y: H - 5 }, "step " + x0), s("text", { x: W - R, y: H - 5, "text-anchor": "end" }, "step " + x1)] : null,
+      isNum(opts.current) && isFinite(x0) ? s("line", { class: "chart-marker", x1: xs(opts.current), x2: xs(opts.current), y1: T, y2: H - B }) : null);
+    opts.series.forEach((se, k) => {
+      const colour = COLOURS[k % COLOURS.length];
+      const good = se.points.filter((p) => isNum(p[1]));
+      if (good.length > 1) svg.append(s("path", { class: "chart-line", stroke: colour, d: good.map((p, i) => (i ? "L" : "M") + xs(p[0]).toFixed(1) + " " + ys(p[1]).toFixed(1)).join(" ") }));
+      for (const p of good) svg.append(s("circle", { class: "chart-point", cx: xs(p[0]), cy: ys(p[1]), r: 3, fill: colour, "data-series": se.name, "data-step": p[0], "data-value": p[1], onclick: () => opts.onPick && opts.onPick(p[0]) },
+        s("title", {}, se.name + " at step " + p[0] + ": " + fmt(p[1], 4))));
+    });
+    const legend = opts.series.length > 1 ? h("div", { class: "legend" }, opts.series.map((se, k) => h("span", { style: "color:" + COLOURS[k % COLOURS.length] }, se.name))) : null;
+    return h("figure", { class: "chart-box" }, svg, legend);
+  }
+
+  async function showTraining(run, params) {
+    const data = await api.training(run);
+    const rows = data.metrics;
+    const steps = data.steps;
+    const series = (name) => ({ name, points: rows.map((r) => [r.step, r[name]]) });
+    const compSeries = data.series.filter((k) => k.startsWith("reward/")).map((k) => ({ name: k.slice(7), points: series(k).points }));
+    let step = parseInt(params.get("step") || "", 10);
+    if (!steps.includes(step)) step = steps.length ? steps[steps.length - 1] : null;
+    const charts = h("div", { class: "charts", id: "training-charts" });
+    const stepPanel = h("div", { id: "step-panel" });
+    const extra = h("select", { id: "extra-series" }, [h("option", { value: "" }, "another series…")].concat(data.series.filter((k) => !["reward", "accuracy", "kl", "entropy"].includes(k) && !k.startsWith("reward/")).map((k) => h("option", { value: k }, k))));
+    const drawCharts = () => {
+      const pick = (st) => { if (steps.includes(st)) setStep(st); };
+      const list = ["reward", "accuracy", "kl", "entropy"].filter((k) => data.series.includes(k)).map((k) => lineChart({ title: k, series: [series(k)], current: step, onPick: pick }));
+      if (compSeries.length) list.push(lineChart({ title: "reward components (unweighted means)", series: compSeries, current: step, onPick: pick }));
+      if (extra.value) list.push(lineChart({ title: extra.value, series: [series(extra.value)], current: step, onPick: pick }));
+      charts.replaceChildren(...(list.length ? list : [h("p", { class: "notice" }, "no metrics yet (" + data.path + "/metrics.jsonl)")]));
+    };
+    extra.addEventListener("change", drawCharts);
+    const slider = h("input", { type: "range", id: "step-slider", min: steps[0] ?? 0, max: steps[steps.length - 1] ?? 0, step: 1, value: step ?? 0, disabled: !steps.length });
+    const sliderLabel = h("span", { id: "step-label", class: "pos" });
+    let seq = 0;
+    const setStep = async (st) => {
+      if (!steps.length) return;
+      // snap to the nearest step that has rollouts
+      st = steps.reduce((best, x) => (Math.abs(x - st) < Math.abs(best - st) ? x : best), steps[0]);
+      step = st;
+      slider.value = st;
+      sliderLabel.textContent = "step " + st;
+      history.replaceState(null, "", "#/training/" + run + "?step=" + st);
+      drawCharts();
+      const mine = ++seq;
+      const sd = await api.step(run, st);
+      if (mine !== seq) return;
+      stepPanel.replaceChildren(stepView(sd));
+    };
+    slider.addEventListener("input", () => setStep(Number(slider.value)));
+    const reward = data.reward;
+    const rewardLine = reward ? h("div", { class: "meta", id: "training-reward" }, "reward preset " + reward.preset + ": " +
+      Object.entries(reward.weights).map(([k, w]) => k + " × " + fmt(w, 2)).join(", ") + (isNum(reward.gate) ? " · timestamp, delta_mask gated by ref_delta_format ≥ " + fmt(reward.gate) : "") + " (" + reward.source + ")") : null;
+    $("#app").replaceChildren(h("section", { class: "panel", id: "training" },
+      h("h2", {}, "Training run " + run + ": " + data.path),
+      h("div", { class: "meta" }, rows.length + " steps in metrics.jsonl · " + steps.length + " with rollouts · " + data.probe_steps.length + " probe evaluations"),
+      rewardLine, problemsBlock(data.problems, "training-problems"), charts, h("div", { class: "stepper" }, h("label", {}, "step ", slider), sliderLabel, extra)),
+      stepPanel, probeGrid(run, data));
+    drawCharts();
+    if (step !== null) await setStep(step); else stepPanel.replaceChildren(h("p", { class: "notice" }, "no step folders under " + data.path + "/rollouts yet"));
+  }
+
+  function metricLine(m) {
+    if (!m) return h("p", { class: "meta" }, "this step has no line in metrics.jsonl");
+    const keys = ["reward", "accuracy", "coverage", "calls", "loss", "kl", "entropy", "grad_norm", "policy_tokens", "episodes"].filter((k) => k in m);
+    return h("table", { class: "group metric-line", id: "step-metrics" }, h("tr", {}, keys.map((k) => h("th", {}, k))), h("tr", {}, keys.map((k) => h("td", { class: "num", "data-key": k }, fmt(m[k], k === "policy_tokens" || k === "episodes" ? 0 : 4)))));
+  }
+
+  function chip(key, r) {
+    return h("a", { class: "chip" + (r.correct === true ? " ok-bg" : ""), href: epLink(key, r.index), "data-episode": r.episode_id, title: r.episode_id + (r.prediction ? " · answer " + r.prediction : " · no answer") },
+      verdict(r.correct), " r=" + fmt(r.reward, 3) + " A=" + fmt(r.advantage, 2));
+  }
+
+  function stepView(sd) {
+    const groups = sd.groups;
+    return h("section", { class: "panel", id: "step-view", "data-step": sd.step },
+      h("h2", {}, "Step " + sd.step), metricLine(sd.metrics), problemsBlock(sd.problems, "step-problems"),
+      h("div", { class: "meta" }, (sd.grpo ? "advantages and group statistics as the update used them (grpo.json" + (sd.norm_adv_by_std === false ? ", not divided by std" : "") + ")" : "no grpo.json: group mean / std recomputed from the trajectories, advantages as the rollout recorded them") +
+        (sd.tokens ? " · per-token data recorded" : "") + " · ", h("a", { href: "#/?run=" + encodeURIComponent(sd.key) }, "all episodes of this step")),
+      h("table", { class: "group groups", id: "groups-table" },
+        h("tr", {}, h("th", {}, "group"), h("th", {}, "question"), h("th", {}, "n"), h("th", {}, "mean"), h("th", {}, "std"), h("th", {}, "rollouts (reward, advantage)")),
+        groups.map((g) => h("tr", { "data-group": g.id },
+          h("td", {}, h("a", { class: "group-link", href: "#/group/" + encodeURIComponent(sd.key) + "/" + encodeURIComponent(g.id) }, g.id)),
+          h("td", { class: "question" }, (g.question || "").slice(0, 90)), h("td", { class: "num" }, g.n), h("td", { class: "num" }, fmt(g.mean, 3)), h("td", { class: "num" }, fmt(g.std, 3)),
+          h("td", {}, g.rollouts.map((r) => chip(sd.key, r)), g.perturbed.length ? h("span", { class: "meta" }, " + " + g.perturbed.length + " perturbed") : null)))));
+  }
+
+  function probeGrid(run, data) {
+    if (!data.probe_steps.length) return h("section", { class: "panel", id: "probes" }, h("h2", {}, "Probes"), h("p", { class: "meta" }, "No probe evaluations in this run. Train with --probe-every N (and --probe-data) to evaluate the same questions greedily every N steps."));
+    const from = h("select", { id: "probe-from" }, data.probe_steps.map((st, k) => h("option", { value: st, selected: k === 0 }, "step " + st)));
+    const to = h("select", { id: "probe-to" }, data.probe_steps.map((st, k) => h("option", { value: st, selected: k === data.probe_steps.length - 1 }, "step " + st)));
+    return h("section", { class: "panel", id: "probes" }, h("h2", {}, "Probes: the same questions across steps (greedy)"),
+      h("table", { class: "group probe-grid", id: "probe-grid" },
+        h("tr", {}, h("th", {}, "question"), data.probe_steps.map((st) => h("th", {}, "step " + st))),
+        data.probes.map((q) => h("tr", { "data-sample": q.sample_id },
+          h("td", {}, h("a", { class: "probe-link", href: "#/probe/" + run + "/" + encodeURIComponent(q.sample_id) }, q.sample_id), h("div", { class: "meta" }, (q.question || "").slice(0, 80))),
+          data.probe_steps.map((st) => {
+            const c = q.cells[String(st)];
+            return c ? h("td", { class: "link", "data-step": st, onclick: () => { location.hash = epLink(run + "@p" + st, c.index); } }, verdict(c.correct), " " + fmt(c.reward, 3), h("div", { class: "meta" }, (c.prediction === null ? "no answer" : "answer " + c.prediction) + " · " + c.calls + " calls")) : h("td", { class: "na" }, "–");
+          })))),
+      h("div", { class: "stepper" }, "compare probe steps ", from, " − ", to, h("button", { id: "probe-compare", onclick: () => { location.hash = "#/compare?a=" + encodeURIComponent(run + "@p" + to.value) + "&b=" + encodeURIComponent(run + "@p" + from.value); } }, "compare (later − earlier)")));
+  }
+
+  async function showGroup(key, gid) {
+    const m = /^(A|B)@s(\d+)$/.exec(key);
+    if (!m) throw new Error("group view: " + key + " is not a training step (such as A@s1)");
+    const sd = await api.step(m[1], Number(m[2]));
+    const g = sd.groups.find((x) => x.id === gid);
+    if (!g) throw new Error("step " + sd.step + " has no group " + gid);
+    const rewards = g.rollouts.map((r) => r.reward).filter(isNum);
+    const scale = Math.max(1e-9, ...rewards.map(Math.abs));
+    const norm = (r) => (isNum(r.reward) && isNum(g.mean) && isNum(g.std) ? (r.reward - g.mean) / (g.std + 1e-6) : null);
+    const row = (r) => h("tr", { "data-episode": r.episode_id, "data-reward": isNum(r.reward) ? r.reward : "", "data-advantage": isNum(r.advantage) ? r.advantage : "" },
+      h("td", {}, isNum(r.group_index) ? r.group_index : "–"), h("td", {}, h("a", { href: epLink(key, r.index) }, r.episode_id)), h("td", {}, verdict(r.correct)),
+      h("td", {}, r.prediction === null ? h("span", { class: "na" }, "no answer") : r.prediction),
+      h("td", { class: "num" }, fmt(r.reward, 4), " ", h("span", { class: "bar" + ((r.reward || 0) < 0 ? " neg" : ""), style: "width:" + Math.round((Math.abs(r.reward || 0) / scale) * 60) + "px" })),
+      h("td", { class: "num" }, fmt(norm(r), 3)), h("td", { class: "num adv" }, fmt(r.advantage, 3)),
+      h("td", { class: "num" }, r.tokens.total ?? "–"), h("td", { class: "num" }, r.tokens.assistant ?? "–"), h("td", { class: "num" }, r.tokens.tool ?? "–"), h("td", { class: "num" }, r.tokens.vision ?? "–"),
+      h("td", {}, r.trained ? h("a", { class: "tokens-link", href: "#/tokens/" + encodeURIComponent(key) + "/" + encodeURIComponent(r.episode_id) }, "tokens") : h("span", { class: "na" }, "not trained")));
+    $("#app").replaceChildren(h("section", { class: "panel", id: "group-view", "data-group": g.id },
+      h("div", { class: "meta" }, h("a", { href: "#/training/" + m[1] + "?step=" + sd.step }, "← training step " + sd.step)),
+      h("h2", {}, "Group " + g.id + " · step " + sd.step), h("div", { class: "question" }, g.question || ""),
+      h("div", { class: "answer-line", id: "group-stats" }, h("span", {}, "n ", h("b", {}, g.n)), h("span", {}, "mean ", h("b", { id: "group-mean" }, fmt(g.mean, 4))), h("span", {}, "std ", h("b", { id: "group-std" }, fmt(g.std, 4))),
+        h("span", { class: "meta" }, "from " + g.stats_from + "; advantage A = (r − mean) / (std + 1e-6)" + (sd.norm_adv_by_std === false ? " (here without the std)" : "") + ", 0 for a group of one")),
+      h("table", { class: "group", id: "group-rollouts" },
+        h("tr", {}, ["g", "episode", "", "answer", "reward", "(r − mean) / std", "advantage", "tokens", "assistant", "tool", "vision", ""].map((t) => h("th", {}, t))),
+        g.rollouts.map(row)),
+      g.perturbed.length ? [h("h3", {}, "perturbed episodes (shape the reward, not trained)"), h("table", { class: "group" }, g.perturbed.map((r) => h("tr", {}, h("td", {}, h("a", { href: epLink(key, r.index) }, r.episode_id)), h("td", {}, verdict(r.correct)), h("td", { class: "num" }, fmt(r.reward, 3)))))] : null));
+  }
+
+  async function showTokens(key, episodeId) {
+    const t = await api.tokens(key, episodeId);
+    const total = t.segments.reduce((a, sg) => a + sg.n, 0) || 1;
+    const counts = t.counts || {};
+    const colourOf = (lp) => (isNum(lp) ? "hsl(" + Math.round(120 * Math.exp(lp)) + ", 70%, 82%)" : "#e5e7eb");
+    const segView = (sg, k) => {
+      const head = h("div", { class: "seg-head" }, sg.kind + " · " + sg.n + " tokens");
+      if (sg.pieces) {
+        const toks = sg.pieces.map((p, i) => {
+          const lp = sg.logprobs ? sg.logprobs[i] : null;
+          const tip = "logprob " + fmt(lp, 3) + (sg.ref_logprobs ? " · ref " + fmt(sg.ref_logprobs[i], 3) : "") + (sg.entropy ? " · entropy " + fmt(sg.entropy[i], 2) : "");
+          return h("span", { class: "tok", "data-logprob": isNum(lp) ? lp : "", style: "background:" + colourOf(lp), title: tip }, p.replace(/\n/g, "↵\n"));
+        });
+        const lps = (sg.logprobs || []).filter(isNum);
+        return h("div", { class: "segment assistant-seg", "data-kind": sg.kind, "data-n": sg.n }, head, h("div", { class: "tokens" }, toks),
+          lps.length ? h("div", { class: "meta" }, "mean log-prob " + fmt(lps.reduce((a, b) => a + b, 0) / lps.length, 3) + " · min " + fmt(Math.min(...lps), 3)) : null);
+      }
+      const text = sg.text === undefined ? null : h("pre", { class: "seg-text" }, sg.text);
+      return h("div", { class: "segment", "data-kind": sg.kind, "data-n": sg.n }, text && sg.kind === "prompt" ? h("details", {}, h("summary", {}, head), text) : [head, text]);
+    };
+    $("#app").replaceChildren(h("section", { class: "panel", id: "token-view", "data-episode": t.episode_id },
+      h("div", { class: "meta" }, h("a", { href: "#/training/" + t.training_run + "?step=" + t.step }, "← training step " + t.step), " · ",
+        h("a", { href: "#/group/" + encodeURIComponent(key) + "/" + encodeURIComponent(t.group_id) }, "group " + t.group_id), " · ", h("a", { href: epLink(key, t.index) }, "episode")),
+      h("h2", {}, "Tokens of " + t.episode_id),
+      h("div", { class: "answer-line" }, h("span", {}, "reward ", h("b", {}, fmt(t.reward, 4))), h("span", {}, "advantage ", h("b", { id: "token-advantage" }, fmt(t.advantage, 4))),
+        h("span", {}, "group mean " + fmt(t.group_mean, 4) + " · std " + fmt(t.group_std, 4))),
+      h("table", { class: "group", id: "token-counts" }, h("tr", {}, ["total", "prompt", "assistant (trained)", "tool", "tail", "vision"].map((k) => h("th", {}, k))),
+        h("tr", {}, ["total", "prompt", "assistant", "tool", "tail", "vision"].map((k) => h("td", { class: "num", "data-key": k }, counts[k] ?? "–")))),
+      h("h3", {}, "loss mask"),
+      h("div", { class: "mask-bar", id: "mask-bar" }, t.segments.map((sg) => h("span", { class: "mask-" + sg.kind, "data-kind": sg.kind, style: "flex-grow:" + sg.n + ";flex-basis:0", title: sg.kind + ": " + sg.n + " tokens (" + Math.round((100 * sg.n) / total) + "%)" }))),
+      h("div", { class: "legend" }, h("span", { class: "mask-key mask-prompt" }, "prompt (not trained)"), h("span", { class: "mask-key mask-assistant" }, "assistant: the policy's sampled tokens (mask 1)"), h("span", { class: "mask-key mask-tool" }, "tool answers + template (not trained)"), h("span", { class: "mask-key mask-tail" }, "tail")),
+      t.note ? h("p", { class: "notice", id: "token-note" }, t.note) : h("div", { class: "legend" }, "token colour: probability at sampling, exp(log-prob), red 0 → green 1; hover for log-prob, reference log-prob and entropy"),
+      h("h3", {}, "segments"), h("div", { id: "token-segments" }, t.segments.map(segView))));
+  }
+
+  async function showProbe(run, sample) {
+    const p = await api.probe(run, sample);
+    const card = (c) => {
+      if (c.missing) return h("div", { class: "probe-card missing", "data-step": c.step }, h("h3", {}, "step " + c.step), h("p", { class: "meta" }, "not evaluated"));
+      const holder = h("div", { class: "probe-tl" });
+      holder.append(timeline({ width: 300, end: c.duration || 1, clues: c.clue_intervals, calls: c.calls, initial: [], currentTurn: null, frameTicks: [] }));
+      return h("div", { class: "probe-card", "data-step": c.step, "data-correct": String(c.correct) },
+        h("h3", {}, h("a", { href: epLink(c.key, c.index) }, "step " + c.step)),
+        h("div", { class: "answer-line" }, verdict(c.correct), h("span", {}, "answer ", h("b", { class: "prediction" }, c.prediction === null ? "(none)" : c.prediction)), h("span", {}, "reward " + fmt(c.reward, 3))),
+        h("div", { class: "meta" }, Object.entries(c.reward_components || {}).map(([k, v]) => k + " " + fmt(v, 2)).join(" · ")),
+        c.problem ? h("div", { class: "issues" }, c.problem) : null, holder,
+        (c.turns || []).map((text, k) => h("div", { class: "assistant probe-turn" }, h("span", { class: "meta" }, "turn " + k + ": "), text.length > 300 ? text.slice(0, 300) + "…" : text)));
+    };
+    $("#app").replaceChildren(h("section", { class: "panel", id: "probe-view", "data-sample": p.sample_id },
+      h("div", { class: "meta" }, h("a", { href: "#/training/" + run }, "← training")),
+      h("h2", {}, "Probe " + p.sample_id + " across steps"), h("div", { class: "question" }, p.question), h("div", { class: "meta" }, "ground truth: " + p.answer),
+      h("div", { class: "probe-cards", id: "probe-cards" }, p.steps.map(card))));
+  }
+
+  async function showCompare(params) {
+    const a = params.get("a") || "A", b = params.get("b") || "B";
+    const c = await api.compare(a, b);
+    const A = c.runs[a], B = c.runs[b];
+    const dcell = (d, digits = 3) => h("td", { class: "num delta " + (isNum(d) && d > 1e-12 ? "pos" : isNum(d) && d < -1e-12 ? "neg" : "") }, isNum(d) ? (d > 0 ? "+" : "") + d.toFixed(digits) : "–");
+    const metric = (name, key) => h("tr", { "data-metric": key }, h("td", {}, name), h("td", { class: "num" }, fmt(A[key], 3)), h("td", { class: "num" }, fmt(B[key], 3)), dcell(c.delta[key]));
+    const comps = Object.keys(c.delta.components);
+    const qs = c.questions.slice().sort((x, y) => Math.abs(y.d_reward ?? -1) - Math.abs(x.d_reward ?? -1));
+    $("#app").replaceChildren(h("section", { class: "panel", id: "compare-view" },
+      h("h2", {}, "Compare " + a + " − " + b),
+      h("div", { class: "meta" }, a + ": " + c.paths[a] + " · " + b + ": " + c.paths[b] + " (origin episodes; perturbed ones left out)"),
+      h("table", { class: "group", id: "compare-overall" }, h("tr", {}, h("th", {}, ""), h("th", {}, a), h("th", {}, b), h("th", {}, a + " − " + b)),
+        h("tr", { "data-metric": "episodes" }, h("td", {}, "episodes / questions"), h("td", { class: "num" }, A.episodes + " / " + A.questions), h("td", { class: "num" }, B.episodes + " / " + B.questions), h("td", {})),
+        metric("accuracy", "accuracy"), metric("mean reward", "reward"), metric("coverage", "coverage"), metric("crop calls", "calls"), metric("turns", "turns"), metric("answered", "answered"),
+        comps.map((k) => h("tr", { "data-metric": "component:" + k }, h("td", {}, "reward/" + k), h("td", { class: "num" }, fmt(A.components[k], 3)), h("td", { class: "num" }, fmt(B.components[k], 3)), dcell(c.delta.components[k])))),
+      h("p", { id: "compare-paired" }, "paired by question (" + c.paired.questions + " in both): mean Δ reward ", h("b", {}, isNum(c.paired.d_reward) ? (c.paired.d_reward > 0 ? "+" : "") + c.paired.d_reward.toFixed(3) : "–"),
+        ", mean Δ accuracy " + (isNum(c.paired.d_accuracy) ? (c.paired.d_accuracy > 0 ? "+" : "") + c.paired.d_accuracy.toFixed(3) : "–") + "; " + a + " better on " + c.paired.a_better + ", " + b + " better on " + c.paired.b_better),
+      h("h3", {}, "per question (largest |Δ reward| first)"),
+      h("table", { class: "group", id: "compare-questions" },
+        h("tr", {}, ["question", a + " acc", a + " reward", b + " acc", b + " reward", "Δ acc", "Δ reward"].map((t) => h("th", {}, t))),
+        qs.map((q) => h("tr", { "data-sample": q.sample_id },
+          h("td", {}, q.sample_id, h("div", { class: "meta" }, (q.question || "").slice(0, 70))),
+          q.a ? [h("td", { class: "num link", onclick: () => { location.hash = epLink(a, q.a.first); } }, fmt(q.a.accuracy, 2)), h("td", { class: "num" }, fmt(q.a.reward, 3))] : [h("td", { class: "na" }, "–"), h("td", { class: "na" }, "–")],
+          q.b ? [h("td", { class: "num link", onclick: () => { location.hash = epLink(b, q.b.first); } }, fmt(q.b.accuracy, 2)), h("td", { class: "num" }, fmt(q.b.reward, 3))] : [h("td", { class: "na" }, "–"), h("td", { class: "na" }, "–")],
+          dcell(q.d_accuracy, 2), dcell(q.d_reward))))));
   }
 
   // ---- play mode --------------------------------------------------------------------------------
