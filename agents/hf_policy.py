@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from videoseek.agents.policy import PolicyInput, PolicyOutput, stable_seed
-from videoseek.agents.prompting import DEFAULT_STOP_STRINGS, ConversationRenderer, with_assistant_prefix
+from videoseek.agents.prompting import CROP_VIDEO_TOOL, DEFAULT_STOP_STRINGS, ConversationRenderer, with_assistant_prefix
 from videoseek.agents.rope import use_sampling_rope_index
 
 # Keys of a rendered conversation that are per-token (padded) rather than per-vision-item (concatenated).
@@ -116,6 +116,8 @@ class TransformersPolicy:
 
     `temperature=0` decodes greedily. `mode` is "video" (each message's frames as one video) or
     "images" (one timestamp-labelled image per frame). `stop` lists strings that end a turn.
+    `tools=False` renders prompts without the crop_video schema (the no-tool baseline, with
+    `EnvConfig(tools=False)`: `videoseek rollout --no-tools`).
     `return_logprobs` keeps the raw logits of every step during generation (memory grows with
     batch x new tokens x vocabulary): fine for small models, off by default.
     """
@@ -137,13 +139,15 @@ class TransformersPolicy:
         min_pixels: int | None = None,
         max_pixels: int | None = None,
         return_logprobs: bool = False,
+        tools: bool = True,
         attn_implementation: str | None = None,
         name: str | None = None,
     ) -> None:
         from transformers import AutoModelForImageTextToText
 
         path, self.processor, self.renderer = open_checkpoint(
-            model_path, max_new_tokens, temperature, top_p, mode=mode, chat_template=chat_template, min_pixels=min_pixels, max_pixels=max_pixels
+            model_path, max_new_tokens, temperature, top_p, mode=mode, chat_template=chat_template, min_pixels=min_pixels, max_pixels=max_pixels,
+            tools=(CROP_VIDEO_TOOL,) if tools else (),
         )
         self.name = name or f"hf:{path.name}"
         self.device = device

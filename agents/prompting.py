@@ -63,7 +63,7 @@ import numpy as np
 from videoseek.agents.families import family_of
 from videoseek.agents.policy import Message
 # The protocol constants live with the env (rewards <- envs <- agents); re-exported from here.
-from videoseek.envs.protocol import CROP_VIDEO_TOOL, SYSTEM_PROMPT  # noqa: F401
+from videoseek.envs.protocol import CROP_VIDEO_TOOL, NO_TOOL_SYSTEM_PROMPT, SYSTEM_PROMPT  # noqa: F401
 
 ROLES = ("system", "user", "assistant", "tool")
 MODES = ("video", "images")

@@ -216,7 +216,7 @@ def _start(ep: Episode, config: EnvConfig, policy_name: str, seed: int) -> None:
     ep.env = VideoSeekEnv(ep.sample, config)
     ep_seed = stable_seed(seed, ep.episode_id)
     ep.rng = np.random.default_rng(ep_seed)
-    obs, _ = ep.env.reset(
+    obs, info = ep.env.reset(
         seed=ep_seed,
         options={
             "perturbation": ep.perturbation,
@@ -225,7 +225,7 @@ def _start(ep: Episode, config: EnvConfig, policy_name: str, seed: int) -> None:
             "group": {"id": ep.group_id, "index": ep.index},
         },
     )
-    ep.messages = initial_messages(obs)
+    ep.messages = initial_messages(obs, info["instructions"])  # NO_TOOL_SYSTEM_PROMPT with EnvConfig(tools=False)
 
 
 def _record_failure(ep: Episode, where: str, exc: BaseException) -> None:

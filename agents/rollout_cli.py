@@ -28,6 +28,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-pixels", type=int, default=None, help="per-frame pixel budget (default: EnvConfig's, 224x224)")
     parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                         help="any other EnvConfig field, e.g. --env initial_frames=4 (repeatable)")
+    parser.add_argument("--no-tools", action="store_true",
+                        help="the no-tool baseline: one turn, --frames uniformly sampled frames, no crop_video in the prompt "
+                        "(hf:, vllm: and the scripted no-tool policy; docs/benchmarks.md)")  # fmt: skip
+    parser.add_argument("--frames", type=int, default=None, help="frames shown at reset (EnvConfig.initial_frames, default 8)")
     parser.add_argument("--device", default="cpu", help="model policies: cpu or cuda")
     parser.add_argument("--max-new-tokens", type=int, default=256, help="model policies: tokens per turn")
     parser.add_argument("--temperature", type=float, default=1.0, help="model policies: sampling temperature")
@@ -54,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:  # pydantic's ValidationError names the preset and the choices
         raise UserError(f"--reward: {exc.errors()[0]['msg'] if hasattr(exc, 'errors') else exc}") from None
     overrides = {k: v for k, v in (("max_turns", args.max_turns), ("max_pixels", args.max_pixels)) if v is not None}
+    overrides |= no_tool_overrides(args)
     for item in args.env:
         key, sep, value = item.partition("=")
         if not sep or key not in EnvConfig.model_fields or key == "reward":
@@ -66,6 +71,8 @@ def run(args: argparse.Namespace) -> int:
     kwargs = {}
     if ":" in args.policy:
         kwargs = {"device": args.device, "max_new_tokens": args.max_new_tokens, "temperature": args.temperature}
+        if args.no_tools:
+            kwargs["tools"] = False
 
     def policy_or_error():
         try:
@@ -110,6 +117,31 @@ def run(args: argparse.Namespace) -> int:
     if failed:
         print(f"videoseek rollout: {len(failed)} of {written} episodes failed", file=sys.stderr)
     return 1 if failed else 0
+
+
+# Scripted policies that answer without cropping, so that --no-tools measures them as they are.
+NO_TOOL_SCRIPTED = ("no-tool",)
+
+
+def no_tool_overrides(args: argparse.Namespace) -> dict:
+    """EnvConfig fields of --frames and --no-tools: ``initial_frames`` (and a ``max_total_frames``
+    that holds them), and for --no-tools ``tools=False`` with one turn. UserError for a scripted
+    policy that crops (its no-tool run would only show refused calls) or a --max-turns above 1."""
+    from videoseek.cli import UserError
+
+    out: dict = {}
+    if args.frames is not None:
+        if args.frames < 1:
+            raise UserError(f"--frames must be at least 1, got {args.frames}")
+        out["initial_frames"] = args.frames
+        out["max_total_frames"] = max(args.frames, 64)
+    if args.no_tools:
+        if ":" not in args.policy and args.policy not in NO_TOOL_SCRIPTED:
+            raise UserError(f"--no-tools: policy {args.policy!r} crops by design; use hf:PATH, vllm:PATH or {', '.join(NO_TOOL_SCRIPTED)}")
+        if args.max_turns not in (None, 1):
+            raise UserError(f"--no-tools plays one turn; drop --max-turns {args.max_turns}")
+        out |= {"tools": False, "max_turns": 1}
+    return out
 
 
 def precheck_videos(rows: list, data: Path, backend: str, *, skip_bad: bool = False) -> list:

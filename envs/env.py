@@ -17,7 +17,7 @@ from videoseek.envs.actions import (
     Action, Answer, CropVideo, Invalid, ParsedTurn, Think, action_to_dict, action_to_text, normalize_action, parse_action, sanitize_text,
 )  # fmt: skip
 from videoseek.envs.evidence import EvidenceState
-from videoseek.envs.protocol import CROP_VIDEO_TOOL, SYSTEM_PROMPT
+from videoseek.envs.protocol import CROP_VIDEO_TOOL, NO_TOOL_SYSTEM_PROMPT, SYSTEM_PROMPT
 from videoseek.envs.sample import DataError, VideoSample
 from videoseek.envs.trajectory import CallInfo, FrameRef, GroupInfo, Observation, Trajectory, Turn
 from videoseek.envs.video import _font, fit_pixels, open_video, reconcile_duration
@@ -99,6 +99,8 @@ class EnvConfig(BaseModel):
     max_pixels: int = Field(default=224 * 224, description="per-frame pixel budget, aspect ratio kept (784..1048576)")
     timestamp_overlay: bool = Field(default=False, description="burn HH:MM:SS into each frame (VideoMend)")
     video_backend: Literal["decord", "pyav"] = "decord"
+    tools: bool = Field(default=True, description="False: the no-tool baseline; instructions without crop_video "
+                        "(NO_TOOL_SYSTEM_PROMPT, info['tools'] == []) and a crop call is refused")
     reward: RewardConfig = Field(default_factory=RewardConfig, description="a RewardConfig or a preset name (default csgrpo)")
 
     @field_validator("reward", mode="before")
@@ -313,8 +315,8 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
             "error": None,
             "turn": 0,
             "evidence": self.evidence.snapshot(),
-            "instructions": SYSTEM_PROMPT,
-            "tools": [copy.deepcopy(CROP_VIDEO_TOOL)],
+            "instructions": SYSTEM_PROMPT if self.config.tools else NO_TOOL_SYSTEM_PROMPT,
+            "tools": [copy.deepcopy(CROP_VIDEO_TOOL)] if self.config.tools else [],
         }
         return self._obs(text, frames, ts), info
 
@@ -496,6 +498,8 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
 
     def _check_crop(self, act: CropVideo) -> tuple[str | None, tuple[float, float] | None]:
         s, e = act.start, act.end
+        if not self.config.tools:
+            return "crop_video is not available in this episode (no-tool mode); answer in <answer></answer>", None
         if not (math.isfinite(s) and math.isfinite(e)):
             return "crop_video times must be finite numbers", None
         if s >= e:

@@ -41,3 +41,11 @@ In every turn, first reason inside <think> </think>, then do exactly one of the 
 - give your final answer: <answer>your answer</answer>
 
 Times are seconds from the start of the video; start must be smaller than end and the span must lie inside the video. Call the tool at most once per turn, and only for spans you still need: short crops that cover where the answer is visible help, repeated or irrelevant crops are penalised. When you describe what you see, cite the frame time (for example "at 12.5s"). For a multiple-choice question answer with the option letter only (for example <answer>B</answer>); for a number give the number; for a time span give [start, end] in seconds."""
+
+# The no-tool baseline (`EnvConfig(tools=False)`, `videoseek rollout --no-tools`): the same answer
+# format, one turn, only the frames shown, and no word about a tool.
+NO_TOOL_SYSTEM_PROMPT = """You answer a question about a video. You see frames sampled uniformly from the whole video, each with its time in seconds.
+
+First reason inside <think> </think>, then give your final answer: <answer>your answer</answer>
+
+For a multiple-choice question answer with the option letter only (for example <answer>B</answer>); for a number give the number; for a time span give [start, end] in seconds."""
