@@ -9,7 +9,7 @@ Evidence state (DESIGN.md, shared with `videoseek.envs.EvidenceState` through `i
 R = union of retrieved calls, C = union of clue intervals, both clipped to [0, duration];
 coverage = |R∩C|/|C|; E = |R∩C|/|R∪C|; gain g_k = E_k − E_{k−1} with E_0 = 0.
 
-    R_tool = w_cov·coverage_K + w_gain·#{k: g_k > θ_gain}
+    R_tool = w_cov·coverage_K − w_irr·|R_K − C|/duration + w_gain·#{k: g_k > θ_gain}
              − p_excess·max(0, N − n_free) − p_dup·#duplicates − p_frag·#fragments
              − p_drop·#{k: g_k < −θ_drop} − p_invalid·#invalid,   then max(R_tool, r_min)
 
@@ -23,13 +23,19 @@ bought. Choices where the seed is silent, each a parameter:
   call that continues a run from its `min_run`-th member on is penalised (default 2: the second
   call of a run already is, since one wider call would have done);
 - the first call gets gain credit too (E_0 = 0 is "the state before any call");
-- invalid (rejected or malformed) calls count towards the call budget and cost `p_invalid`.
+- invalid (rejected or malformed) calls count towards the call budget and cost `p_invalid`;
+- the seed's evidence state "captures both clue coverage and irrelevant footage", but its final
+  score names only coverage: scored alone, one crop of the whole video earns full coverage from
+  frames as sparse as the initial ones (GRPO found that in 40 steps, docs/training.md), so the
+  footage retrieved outside the clues is charged, as a fraction of the video, at `irrelevant_weight`.
 
 >>> round(clue_seek_reward([(10, 20)], [(12, 18)], duration=60), 4)   # one call covering the clue
-1.1
+1.0333
+>>> round(clue_seek_reward([(0, 60)], [(12, 18)], duration=60), 4)   # the whole video: almost no credit
+0.1
 >>> r, b = clue_seek_reward([(10, 20), (10, 20)], [(12, 18)], 60, return_breakdown=True)
 >>> round(r, 4), b["duplicates"]
-(0.9, 1)
+(0.8333, 1)
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ class ClueSeekParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     coverage_weight: float = 1.0
+    irrelevant_weight: float = 1.0  # per fraction of the video retrieved outside the clues
     gain_weight: float = 0.1
     gain_threshold: float = 0.1  # seed: "improves the evidence state by more than 0.1"
     free_calls: int = 3  # seed: "calls beyond three"
@@ -80,7 +87,10 @@ def evidence_trace(calls: Sequence[Sequence[float]], clue_intervals: Sequence[Se
         retrieved = union([*retrieved, span])
         after = tiou(retrieved, clues)
         coverage = measure(intersection(retrieved, clues)) / clue_len if clue_len > 0 else 0.0
-        out.append({"span": span, "score_before": before, "score_after": after, "gain": after - before, "coverage": coverage})
+        # without clue annotations nothing can be called irrelevant
+        irrelevant = (measure(retrieved) - measure(intersection(retrieved, clues))) / duration if clue_len > 0 and duration > 0 else 0.0
+        out.append({"span": span, "score_before": before, "score_after": after, "gain": after - before, "coverage": coverage,
+                    "irrelevant": irrelevant})  # fmt: skip
         before = after
     return out
 
@@ -138,6 +148,7 @@ def clue_seek_reward(
     geometry = call_geometry(spans, p.duplicate_tiou, p.adjacency_gap)
     gains = [t["gain"] for t in trace]
     coverage = trace[-1]["coverage"] if trace else 0.0
+    irrelevant = trace[-1]["irrelevant"] if trace else 0.0
     n_calls = len(spans) + int(invalid_calls)
     counts = {
         "calls": n_calls,
@@ -150,6 +161,7 @@ def clue_seek_reward(
     }
     terms = {
         "coverage_term": p.coverage_weight * coverage,
+        "irrelevant_term": -p.irrelevant_weight * irrelevant,
         "gain_term": p.gain_weight * counts["useful"],
         "excess_term": -p.excess_penalty * counts["excess"],
         "duplicate_term": -p.duplicate_penalty * counts["duplicates"],
@@ -162,6 +174,7 @@ def clue_seek_reward(
         return reward
     breakdown = {
         "coverage": coverage,
+        "irrelevant": irrelevant,
         "evidence": trace[-1]["score_after"] if trace else 0.0,
         **counts,
         **terms,

@@ -11,10 +11,20 @@ CLUES = [(10.0, 20.0)]
 
 
 def test_one_call_on_the_clue():
-    # coverage 1, E = 10/12, one useful call: 1.0 * 1 + 0.1 * 1
+    # coverage 1, E = 10/12, 2 s of 60 outside the clue, one useful call: 1.0 * 1 - 2/60 + 0.1 * 1
     r, b = clue_seek_reward([(9, 21)], CLUES, 60, return_breakdown=True)
     assert b["coverage"] == 1.0 and b["evidence"] == pytest.approx(10 / 12) and b["useful"] == 1
-    assert r == pytest.approx(1.1)
+    assert b["irrelevant"] == pytest.approx(2 / 60)
+    assert r == pytest.approx(1.1 - 2 / 60)
+
+
+def test_the_whole_video_in_one_crop_earns_almost_nothing():
+    """Coverage alone would pay 1.0 for one crop of everything (frames as sparse as the initial
+    ones); the footage outside the clue costs nearly all of it, below any crop that finds the clue."""
+    whole, b = clue_seek_reward([(0, 60)], CLUES, 60, return_breakdown=True)
+    assert b["coverage"] == 1.0 and whole == pytest.approx(1.0 - 50 / 60 + 0.1)  # E 1/6: a useful call
+    sweep = clue_seek_reward([(0, 15), (15, 30)], CLUES, 60)  # quarters in order until the clue is seen
+    assert whole < sweep < clue_seek_reward([(10, 20)], CLUES, 60)
 
 
 def test_hand_worked_mixed_episode():
@@ -26,7 +36,8 @@ def test_hand_worked_mixed_episode():
     assert (b["useful"], b["fragments"], b["drops"], b["duplicates"], b["invalid"]) == (2, 1, 1, 1, 1)
     assert b["calls"] == 6 and b["excess"] == 3
     assert b["coverage"] == pytest.approx(0.98)
-    expected = 0.98 + 0.1 * 2 - 0.1 * 3 - 0.2 * 1 - 0.1 * 1 - 0.2 * 1 - 0.1 * 1
+    # retrieved [0, 1] + [10, 15] + [15.2, 20] + [40, 50]: 20.8 s, 9.8 of them on the clue
+    expected = 0.98 - (20.8 - 9.8) / 60 + 0.1 * 2 - 0.1 * 3 - 0.2 * 1 - 0.1 * 1 - 0.2 * 1 - 0.1 * 1
     assert r == pytest.approx(expected)
 
 
@@ -37,8 +48,8 @@ def test_no_calls_and_no_clues():
 
 
 def test_parameters_override_and_floor():
-    assert clue_seek_reward([(9, 21)], CLUES, 60, gain_weight=0.0) == pytest.approx(1.0)
-    assert clue_seek_reward([(9, 21)], CLUES, 60, params=ClueSeekParams(coverage_weight=2.0)) == pytest.approx(2.1)
+    assert clue_seek_reward([(9, 21)], CLUES, 60, gain_weight=0.0, irrelevant_weight=0.0) == pytest.approx(1.0)
+    assert clue_seek_reward([(9, 21)], CLUES, 60, params=ClueSeekParams(coverage_weight=2.0)) == pytest.approx(2.1 - 2 / 60)
     many = [(50 + i * 0.01, 51 + i * 0.01) for i in range(30)]  # 30 near-duplicates
     assert clue_seek_reward(many, CLUES, 60) == -1.0  # min_reward floor
     with pytest.raises(ValueError):
@@ -84,12 +95,13 @@ grid_calls = st.lists(st.tuples(st.integers(0, 9), st.floats(0.5, 4.0)), min_siz
 @given(grid_calls, clues_st, st.data())
 def test_more_coverage_at_equal_calls_never_lowers_it(calls, clues, data):
     """Shrink one call: the same number of calls, no more coverage; unless that changes which
-    calls count as useful or as drops, the reward cannot go up."""
+    calls count as useful or as drops, the coverage-and-penalties reward cannot go up (the
+    footage charge, which shrinking lowers, is off here)."""
     k = data.draw(st.integers(0, len(calls) - 1))
     s, e = calls[k]
     shrunk = calls[:k] + [(s, s + (e - s) * data.draw(st.floats(0.1, 1.0)))] + calls[k + 1 :]
-    ra, a = clue_seek_reward(calls, clues, 60, return_breakdown=True)
-    rb, b = clue_seek_reward(shrunk, clues, 60, return_breakdown=True)
+    ra, a = clue_seek_reward(calls, clues, 60, return_breakdown=True, irrelevant_weight=0.0)
+    rb, b = clue_seek_reward(shrunk, clues, 60, return_breakdown=True, irrelevant_weight=0.0)
     assert a["coverage"] >= b["coverage"] - 1e-12
     assume(a["useful"] == b["useful"] and a["drops"] == b["drops"])
     assert ra >= rb - 1e-12
