@@ -4,14 +4,15 @@ vLLM is imported only when a `VLLMPolicy` is built, so the package works without
 vLLM cannot share an environment with verl 0.9.1's transformers pin; install it where you train,
 e.g. verl's stack: `pip install 'verl[vllm]==0.9.1'`).
 
-Each prompt is the `ConversationRenderer`'s token ids with every run of vision placeholders
-collapsed to one (as verl's vLLM server sends them, `qwen2_5_vl_dedup_image_tokens`), plus the
-raw frames as `multi_modal_data` (`{"video": [(frames, metadata)]}` or `{"image": [frame, ...]}`):
+Each prompt is the `ConversationRenderer`'s token ids with every image's and video's expansion
+replaced by one placeholder (`families.vllm_prompt_ids`, as the verl agent loop sends them), plus
+the raw frames as `multi_modal_data` (`{"video": [(frames, metadata)]}` or `{"image": [frame, ...]}`):
 vLLM (0.31 seen here) always re-expands each placeholder itself, so an already expanded prompt
-would grow (599 -> 610 tokens for one clip). For Qwen2.5-VL vLLM's expansion then equals the
-renderer's, so vLLM, transformers and verl see the same tokens (`PolicyOutput.prompt_token_ids`
-are the renderer's). Qwen3-VL is an open problem: its processor writes timestamps and vision
-markers per frame pair, which vLLM writes again (docs/training.md, "Model families"). The same stop rules apply (`<|im_end|>`,
+would grow (599 -> 610 tokens for one Qwen2.5-VL clip; 736 -> 773 for the probe's Qwen3-VL
+conversation, whose processor writes `<t seconds>` and vision markers per frame pair, which vLLM
+writes again). vLLM's expansion of the placeholders equals the renderer's ids for both families,
+so vLLM, transformers and verl see the same tokens (`PolicyOutput.prompt_token_ids` are the
+renderer's; a vLLM whose expanded prompt differs raises). The same stop rules apply (`<|im_end|>`,
 `</tool_call>`, `</answer>`), special tokens other than the turn's end get a -100 logit bias
 (vLLM's floor), and every request has its own seed derived from the episode id and turn, so an
 episode samples the same tokens whatever batch it runs in.
@@ -23,9 +24,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from videoseek.agents.families import vllm_prompt_ids
 from videoseek.agents.hf_policy import open_checkpoint, trim_turn, turn_token_sets
 from videoseek.agents.policy import PolicyInput, PolicyOutput, stable_seed
-from videoseek.agents.prompting import DEFAULT_STOP_STRINGS, with_assistant_prefix
+from videoseek.agents.prompting import CROP_VIDEO_TOOL, DEFAULT_STOP_STRINGS, with_assistant_prefix
 
 INSTALL_HINT = "VLLMPolicy needs vLLM: pip install 'verl[vllm]==0.9.1' (verl's vLLM stack), or a vllm matching your torch"
 
@@ -39,12 +41,10 @@ def import_vllm() -> Any:
     return vllm
 
 
-def vllm_prompt(rendered: Mapping[str, Any], mm_processor_kwargs: Mapping[str, Any], placeholder_ids: Sequence[int] = ()) -> dict[str, Any]:
-    """A vLLM `TokensPrompt` dict for one rendered conversation (runs of `placeholder_ids` collapsed)."""
-    ids = rendered["input_ids"][0].tolist()
-    placeholders = {int(t) for t in placeholder_ids}
-    # One placeholder per run: vLLM expands each into its item's tokens again.
-    collapsed = [t for k, t in enumerate(ids) if not (t in placeholders and k and ids[k - 1] == t)]
+def vllm_prompt(rendered: Mapping[str, Any], mm_processor_kwargs: Mapping[str, Any], processor: Any) -> dict[str, Any]:
+    """A vLLM `TokensPrompt` dict for one rendered conversation: one placeholder per image / video
+    (`families.vllm_prompt_ids`), which vLLM expands back into the rendered ids."""
+    collapsed = vllm_prompt_ids(rendered["input_ids"][0].tolist(), processor, rendered.get("video_grid_thw"))
     prompt: dict[str, Any] = {"prompt_token_ids": collapsed}
     if rendered["multi_modal_data"]:
         prompt["multi_modal_data"] = rendered["multi_modal_data"]
@@ -57,7 +57,8 @@ class VLLMPolicy:
 
     `limit_mm_per_prompt` defaults to what the env's budgets allow (videos: one per message; images:
     one per frame). Extra keyword arguments go to `vllm.LLM` (e.g. `gpu_memory_utilization`,
-    `max_model_len`, `enforce_eager`).
+    `max_model_len`, `enforce_eager`). `tools=False` renders prompts without the crop_video schema
+    (the no-tool baseline, `videoseek rollout --no-tools`).
     """
 
     def __init__(
@@ -76,6 +77,7 @@ class VLLMPolicy:
         max_pixels: int | None = None,
         return_logprobs: bool = True,
         limit_mm_per_prompt: Mapping[str, int] | None = None,
+        tools: bool = True,
         name: str | None = None,
         **llm_kwargs: Any,
     ) -> None:
@@ -83,7 +85,8 @@ class VLLMPolicy:
         from transformers import GenerationConfig
 
         path, self.processor, self.renderer = open_checkpoint(
-            model_path, max_new_tokens, temperature, top_p, mode=mode, chat_template=chat_template, min_pixels=min_pixels, max_pixels=max_pixels
+            model_path, max_new_tokens, temperature, top_p, mode=mode, chat_template=chat_template, min_pixels=min_pixels, max_pixels=max_pixels,
+            tools=(CROP_VIDEO_TOOL,) if tools else (),
         )
         self.name = name or f"vllm:{path.name}"
         self.tokenizer = self.processor.tokenizer
@@ -132,10 +135,16 @@ class VLLMPolicy:
             with_assistant_prefix(self.renderer.render(item.messages, add_generation_prompt=True), self.tokenizer, item.prefix)
             for item in batch
         ]
-        placeholders = (self.renderer.image_token_id, self.renderer.video_token_id)
-        prompts = [vllm_prompt(r, self.mm_processor_kwargs, placeholders) for r in rendered]
+        prompts = [vllm_prompt(r, self.mm_processor_kwargs, self.processor) for r in rendered]
         params = [self.sampling_params(stable_seed(self.seed, item.episode_id, item.turn)) for item in batch]
         results = self.llm.generate(prompts, params, use_tqdm=False)
+        for item, r, result in zip(batch, rendered, results):
+            served = getattr(result, "prompt_token_ids", None)  # the prompt after vLLM's own expansion
+            if served is not None and list(served) != r["input_ids"][0].tolist():
+                raise RuntimeError(
+                    f"episode {item.episode_id}: vLLM expanded the prompt to {len(served)} tokens, the renderer has "
+                    f"{r['input_ids'].shape[1]}: sampling would see other tokens than training (families.vllm_prompt_ids)"
+                )
         return [self._output(r, result.outputs[0]) for r, result in zip(rendered, results)]
 
     def _output(self, rendered: Mapping[str, Any], completion: Any) -> PolicyOutput:

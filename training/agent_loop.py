@@ -8,7 +8,11 @@ and token ids out. This loop:
    `videoseek export-verl`) and resets it;
 2. renders the conversation with the shared `ConversationRenderer` (Qwen's chat template, the
    frames as a Qwen-VL *video* with their real timestamps) - the renderer the transformers
-   policy uses, so a conversation has the same token ids in verl as in a local rollout;
+   policy uses, so a conversation has the same token ids in verl as in a local rollout. These
+   ids (each video expanded by the processor) are what training sees; the server gets the same
+   conversation with one placeholder per video (`families.vllm_prompt_ids`), which vLLM expands
+   back to exactly these ids (for Qwen3-VL, sending the expanded ids made vLLM write every frame
+   pair's `<t seconds>` and markers a second time);
 3. loops: generate a turn (stop at `<|im_end|>` or the protocol's stop strings, capped by the
    response budget) -> `env.step(text)` -> append the tool turn (its text and the crop's frames
    as a new video) with response_mask 0 -> until the env ends the episode or the response budget
@@ -55,6 +59,7 @@ from verl.experimental.agent_loop.agent_loop import (
     AgentLoopOutput,
     register,
 )
+from videoseek.agents.families import vllm_prompt_ids
 from videoseek.agents.policy import Message, stable_seed
 from videoseek.agents.rollout import continuation_succeeds, mask_perturbation, step_cut_points
 from videoseek.agents.prompting import (
@@ -276,6 +281,7 @@ class VideoSeekAgentLoop(AgentLoopBase):
             )
         ids = list(prompt_ids)
         videos = list(rendered["multi_modal_data"].get("video", []))
+        grid = rendered.get("video_grid_thw")
         mask: list[int] = []
         logprobs: list[float] | None = []  # None once a turn comes without them
         server_fields: dict[str, Any] = {}
@@ -289,7 +295,7 @@ class VideoSeekAgentLoop(AgentLoopBase):
                     ended_by = "budget"
                     break
                 t0 = time.perf_counter()
-                out = await self._generate(request_id, ids, self._turn_params(sampling_params, budget), videos)
+                out = await self._generate(request_id, ids, self._turn_params(sampling_params, budget), videos, grid)
                 metrics["generate_sequences"] += time.perf_counter() - t0
                 merge_server_fields(server_fields, out.extra_fields or {})
                 generated, cut = self._policy_tokens(out.token_ids, budget)
@@ -329,6 +335,7 @@ class VideoSeekAgentLoop(AgentLoopBase):
                 if logprobs is not None:
                     logprobs += [0.0] * len(delta)  # tool tokens: masked, never read
                 videos = list(rendered["multi_modal_data"].get("video", []))
+                grid = rendered.get("video_grid_thw")
                 tool_turns += 1
         except (GenerationError, TemplateError, OSError, RuntimeError, ValueError) as exc:
             failure = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
@@ -355,12 +362,22 @@ class VideoSeekAgentLoop(AgentLoopBase):
             server_fields=server_fields,
         )
 
-    async def _generate(self, request_id: str, prompt_ids: list[int], params: dict[str, Any], videos: list[Any]) -> Any:
-        """One turn from verl's server manager; any server error becomes a `GenerationError`."""
+    def server_prompt_ids(self, prompt_ids: list[int], video_grid_thw: Any = None) -> list[int]:
+        """The ids sent to the server for the rendered (training) `prompt_ids`: one placeholder per
+        video, in the form vLLM's processor expands back into exactly `prompt_ids`."""
+        return vllm_prompt_ids(prompt_ids, self.processor, video_grid_thw)
+
+    async def _generate(self, request_id: str, prompt_ids: list[int], params: dict[str, Any], videos: list[Any], video_grid_thw: Any = None) -> Any:
+        """One turn from verl's server manager for the rendered `prompt_ids` (sent with one
+        placeholder per video); any server error becomes a `GenerationError`."""
+        try:
+            sent = self.server_prompt_ids(prompt_ids, video_grid_thw)
+        except ValueError as exc:  # ids the processor did not write: a template / renderer bug
+            raise TemplateError(f"cannot collapse the prompt's videos for the server: {exc}") from exc
         try:
             return await self.server_manager.generate(
                 request_id=request_id,
-                prompt_ids=list(prompt_ids),
+                prompt_ids=sent,
                 sampling_params=params,
                 video_data=videos or None,
                 mm_processor_kwargs=self.mm_processor_kwargs,
@@ -431,10 +448,11 @@ class VideoSeekAgentLoop(AgentLoopBase):
             prefix_ids = self.tokenizer(prefix_text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
             prompt = rendered["input_ids"][0].tolist() + list(prefix_ids)
             videos = list(rendered["multi_modal_data"].get("video", []))
+            grid = rendered.get("video_grid_thw")
             params = self._turn_params(sampling_params, self.options.max_turn_tokens)
             outs = await asyncio.gather(
                 *[
-                    self._generate(uuid4().hex, prompt, params, videos)
+                    self._generate(uuid4().hex, prompt, params, videos, grid)
                     for _ in range(p.num_continuations)
                 ],
                 return_exceptions=True,

