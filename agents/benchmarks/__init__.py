@@ -18,16 +18,8 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-# benchmark name (the same spelling as `videoseek convert --from`) -> module in this package
-BENCHMARK_METRICS: dict[str, str] = {
-    "vstar": "vstar",
-    "charades-sta": "charades_sta",
-    "videomme": "videomme",
-    "mvbench": "mvbench",
-    "lvbench": "lvbench",
-    "video-holmes": "video_holmes",
-    "vsi-bench": "vsi_bench",
-}
+# The same names and module names as the converters (`videoseek convert --from NAME`).
+from videoseek.envs.benchmarks import BENCHMARK_CONVERTERS as BENCHMARK_METRICS
 
 
 def metrics_module(name: str) -> ModuleType:
