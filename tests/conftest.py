@@ -39,3 +39,16 @@ def index_sample(index_video) -> VideoSample:
         mask_patterns=[{"time_range": (3.0, 4.0), "oracle_correct": True}, {"time_range": (12.0, 13.5), "oracle_correct": False}],
         metadata={"task_kind": "test"},
     )
+
+
+@pytest.fixture
+def page(browser):
+    """A fresh Chromium page (the module's `browser` fixture); any uncaught page error fails the test."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    pg = context.new_page()
+    pg.set_default_timeout(10_000)
+    errors: list[str] = []
+    pg.on("pageerror", lambda exc: errors.append(str(exc)))
+    yield pg
+    context.close()
+    assert errors == [], errors

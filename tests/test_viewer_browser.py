@@ -60,18 +60,6 @@ def site(tmp_path_factory, index_video):
     thread.join(5)
 
 
-@pytest.fixture
-def page(browser):
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    pg = context.new_page()
-    pg.set_default_timeout(10_000)
-    errors: list[str] = []
-    pg.on("pageerror", lambda exc: errors.append(str(exc)))
-    yield pg
-    context.close()
-    assert errors == [], errors
-
-
 def raws(run: Path) -> list[dict]:
     return [json.loads(x) for x in (run / "trajectories.jsonl").read_text().splitlines()]
 
