@@ -18,14 +18,10 @@ from videoseek.viewer.fixtures import write_compare_runs, write_fixture_run
 from videoseek.viewer.play import PlayManager
 from videoseek.viewer.server import ViewerApp, serve_in_thread
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--no-first-run", "--disable-sync"]  # fmt: skip
-SHOTS = Path(os.environ.get("VIEWER_SCREENSHOTS", "")) if os.environ.get("VIEWER_SCREENSHOTS") else None
+from browser_support import CHROMIUM, CHROMIUM_ARGS, sync_api_or_skip
 
-if not CHROMIUM.exists():
-    pytest.skip(f"{CHROMIUM} not found: install Debian's chromium (make browser) to run the viewer's browser tests", allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed (pip install playwright; no browser download needed)")
+SHOTS = Path(os.environ.get("VIEWER_SCREENSHOTS", "")) if os.environ.get("VIEWER_SCREENSHOTS") else None
+sync_api = sync_api_or_skip(module_level=True)
 
 
 def shot(page, name: str) -> None:
@@ -205,7 +201,7 @@ def test_play_one_episode_to_the_end(page, site):
     times = page.locator("#play-log figure").evaluate_all("els => els.map(e => Number(e.dataset.t))")
     assert times and all(start - 0.1 <= t <= stop + 0.1 for t in times)
     assert page.locator("#play-timeline .call").count() == 1
-    assert "coverage 1.00" in page.locator("#play-status").inner_text()
+    assert "coverage" not in page.locator("#play-status").inner_text().replace("coverage and evidence score are shown once you answer", "")
     page.fill("#play-answer", "B")
     page.click("#play-answer-btn")
     page.wait_for_selector("#play-result")
@@ -216,3 +212,155 @@ def test_play_one_episode_to_the_end(page, site):
     saved = raws(site["a"] / "play")[-1]
     assert saved["policy"] == "human" and saved["correct"] is True
     assert page.locator("section.panel.episode[data-run=play] h2").inner_text() == f"[play] {saved['episode_id']}"
+
+
+def test_timeline_zoom_key_frames_and_playback(page, site):
+    raw = raws(site["a"])[2]  # g2: think, crop, near-duplicate crop, answer
+    k = next(k for k, t in enumerate(raw["turns"]) if t["call"])
+    turn = raw["turns"][k]
+    page.goto(site["url"] + f"#/episode/A/2?turn={k + 1}")
+    panel = page.locator("section.panel.episode[data-run=A]")
+    panel.locator(f".turn[data-turn='{turn['index']}']").wait_for()
+    # key frames: a thumbnail of each frame the crop returned, under its time
+    frames = turn["observation"]["frames"]
+    keys = panel.locator("svg.timeline .keyframe").evaluate_all("els => els.map(e => [Number(e.dataset.t), e.querySelector('image').getAttribute('href')])")
+    assert keys == [[f["t"], "/frames/A/" + f["path"]] for f in frames]
+    width = lambda: panel.locator(f"svg.timeline rect.call[data-turn='{turn['index']}']").evaluate("e => Number(e.getAttribute('width'))")
+    whole = width()
+    assert panel.locator(".zoom-window").inner_text() == "0.0s – 20.0s"
+    panel.locator(".zoom-in").click()
+    assert panel.locator(".zoom-window").inner_text() == "5.0s – 15.0s"
+    assert width() == pytest.approx(2 * whole, rel=0.02)  # the crop is drawn twice as wide
+    svg_box = panel.locator("svg.timeline").bounding_box()
+    page.mouse.move(svg_box["x"] + svg_box["width"] * 0.6, svg_box["y"] + 30)
+    page.mouse.wheel(0, -100)  # the wheel zooms in around the pointer
+    page.wait_for_function("document.querySelector('section[data-run=A] .zoom-window').textContent !== '5.0s – 15.0s'")
+    lo, hi = [float(x.rstrip("s")) for x in panel.locator(".zoom-window").inner_text().split(" – ")]
+    assert hi - lo == pytest.approx(8.0, abs=0.05) and 5.0 < lo and hi < 15.0
+    axis = panel.locator("svg.timeline .axis text").evaluate_all("els => els.map(e => parseFloat(e.textContent))")
+    assert axis and all(lo - 1e-6 <= t <= hi + 1e-6 for t in axis)
+    panel.locator(".zoom-reset").click()
+    assert panel.locator(".zoom-window").inner_text() == "0.0s – 20.0s" and width() == pytest.approx(whole)
+    # playback of the crop's frames, with a playhead on the timeline at each frame's time
+    player = panel.locator(".player")
+    player.locator(".player-speed").select_option("8")
+    player.locator(".player-play").click()
+    page.wait_for_function(f"(() => {{ const p = document.querySelector('section[data-run=A] .player'); return p.dataset.playing === 'false' && p.dataset.k === '{len(frames) - 1}'; }})()")
+    assert player.locator(".player-img").get_attribute("src") == "/frames/A/" + frames[-1]["path"]
+    head = panel.locator("svg.timeline .playhead")
+    assert head.get_attribute("visibility") == "visible"
+    want_x = panel.locator("svg.timeline").evaluate(f"s => s.timeAt({frames[-1]['t']})")
+    assert float(head.get_attribute("x1")) == pytest.approx(want_x)
+    assert player.locator(".player-caption").inner_text() == f"frame {len(frames)} / {len(frames)} · {frames[-1]['t']:.1f}s"
+    shot(page, "timeline-zoom")
+
+
+def test_compare_view_at_1024_px_keeps_both_runs_side_by_side(browser, site):
+    ctx = browser.new_context(viewport={"width": 1024, "height": 900})
+    pg = ctx.new_page()
+    try:
+        pg.goto(site["url"] + "#/episode/A/2?turn=2")
+        pg.wait_for_selector("section.panel.episode[data-run=B] svg.timeline")
+        a = pg.locator("section.panel.episode[data-run=A]").bounding_box()
+        b = pg.locator("section.panel.episode[data-run=B]").bounding_box()
+        assert a["y"] == b["y"] and a["x"] + a["width"] <= b["x"]  # side by side, not one under the other
+        assert pg.evaluate("document.documentElement.scrollWidth") <= 1024  # nothing sticks out
+        for box in pg.locator("svg.curve").evaluate_all("els => els.map(e => e.getBoundingClientRect().width)"):
+            assert box <= 360
+        for side in ("A", "B"):  # each timeline drawn at its panel's width, inside it
+            tl = pg.locator(f"section.panel.episode[data-run={side}] svg.timeline").bounding_box()
+            panel = pg.locator(f"section.panel.episode[data-run={side}]").bounding_box()
+            assert panel["x"] <= tl["x"] and tl["x"] + tl["width"] <= panel["x"] + panel["width"]
+        if SHOTS is not None:
+            pg.screenshot(path=str(SHOTS / "compare-1024.png"), full_page=True)
+    finally:
+        ctx.close()
+
+
+@pytest.fixture(scope="module")
+def play4(tmp_path_factory):
+    """Play mode on a 4 fps video: frame times such as 12.25 s, where rounding to 0.1 s is a tie."""
+    from videos import write_index_video
+    from videoseek.envs.sample import VideoSample
+
+    base = tmp_path_factory.mktemp("play4")
+    video = write_index_video(base / "v4.mp4", num_frames=80, fps=4)
+    sample = VideoSample(id="p4", video=str(video), question="Which colour flashes?", options=["A. red", "B. green"], answer="B",
+                         clue_intervals=[(12.0, 13.5)], metadata={"task_kind": "test"})  # fmt: skip
+    data = write_jsonl([sample], base / "samples.jsonl")
+    run = base / "run"
+    write_fixture_run(run, n_samples=1, group_size=1, perturbed=False)
+    srv, thread = serve_in_thread(ViewerApp([run], play=PlayManager(data, run / "play")))
+    yield srv.url
+    srv.shutdown()
+    srv.server_close()
+    thread.join(5)
+
+
+def test_play_hides_the_answer_key_until_the_answer(page, play4):
+    page.goto(play4 + "#/play")
+    page.click("#play-start")
+    page.wait_for_selector("#play-episode svg.timeline")
+    status = lambda: page.locator("#play-status").inner_text()
+    assert "coverage and evidence score are shown once you answer" in status() and "coverage 0" not in status()
+    page.fill("#play-think", "the flash is late")
+    page.fill("#crop-start", "12")
+    page.fill("#crop-end", "14")
+    page.click("#play-crop")
+    page.wait_for_selector("#play-log .play-turn[data-turn='0'] figure img")
+    # no coverage, no evidence score, no gain colour or gain in the tooltip while playing
+    assert "coverage 1" not in status() and "evidence score 0" not in status()
+    call = page.locator("#play-timeline rect.call")
+    assert call.get_attribute("fill") == "#dbeafe" and "gain" not in call.locator("title").text_content()
+    assert page.input_value("#play-think") == ""  # the reasoning box is cleared for the next turn
+    assert page.locator("#play-log .assistant").first.inner_text().startswith("<think>the flash is late</think>")
+    # frame captions use the env's own timestamps (Python's rounding: 12.25 -> 12.2, not 12.3)
+    text = page.locator("#play-log .play-turn[data-turn='0'] .observation").inner_text()
+    listed = text.split(" at ", 1)[1].rstrip(".").split(", ")
+    captions = page.locator("#play-log .play-turn[data-turn='0'] figcaption").all_inner_texts()
+    assert captions == listed and "12.2s" in captions
+    # a crop past the end is rejected; its label stays inside the timeline
+    page.locator("#play-episode details summary").click()
+    page.fill("#play-raw", '<tool_call>{"name": "crop_video", "arguments": {"start": 25, "end": 30}}</tool_call>')
+    page.click("#play-raw-btn")
+    page.wait_for_selector("#play-log .play-turn[data-turn='1'] .turn-error")
+    label = page.locator("#play-timeline svg.timeline text.call-label").last
+    assert "lies outside the video" in label.text_content()
+    right = label.evaluate("e => e.getBBox().x + e.getBBox().width")
+    assert right <= page.locator("#play-timeline svg.timeline").evaluate("s => s.viewBox.baseVal.width")
+    assert label.evaluate("e => e.getBBox().x") >= 0
+    page.fill("#play-answer", "B")
+    page.click("#play-answer-btn")
+    page.wait_for_selector("#play-result")
+    assert "coverage 1.00" in status() and "evidence score" in status()  # shown once answered
+    assert call.get_attribute("fill") != "#dbeafe" and "gain 0." in call.locator("title").text_content()
+    shot(page, "play-answered")
+
+
+def test_folder_of_runs_lists_them_to_open_or_compare(page, site):
+    srv, thread = serve_in_thread(ViewerApp([site["base"]]))
+    try:
+        page.goto(srv.url)
+        page.wait_for_selector("#runs-table")
+        assert page.locator("#runs-table tr[data-run]").evaluate_all("rs => rs.map(r => r.dataset.run)") == ["run_a", "run_b"]
+        assert "16 episodes" in page.locator("#runs-table tr[data-run=run_a]").inner_text()
+        shot(page, "runs")
+        page.locator("#runs-table tr[data-run=run_b] .run-open").click()
+        page.wait_for_selector("#episode-table tbody tr")
+        assert page.locator("#episode-table tbody tr").count() == len(raws(site["b"]))
+        assert page.locator("#run-info").inner_text().endswith("run_b")
+        page.click("#nav-runs")
+        page.wait_for_selector("#runs-table")
+        assert page.locator("#runs-compare").is_disabled()
+        page.check("#runs-table tr[data-run=run_a] input[name=run-a]")
+        page.check("#runs-table tr[data-run=run_b] input[name=run-b]")
+        page.click("#runs-compare")
+        page.wait_for_selector("#episode-table tbody tr")
+        assert page.locator("select[name=versus]").count() == 1  # the A vs B filter of a two-run view
+        page.locator("#episode-table tbody tr").first.click()
+        page.wait_for_selector("section.panel.episode[data-run=B]")
+        assert page.locator("section.panel.episode[data-run=A] h2").inner_text() == "[A] s00000/g0"
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        thread.join(5)

@@ -196,10 +196,14 @@ def test_play_one_episode_is_saved(play_setup):
         bad = post_json(srv, "/api/play/step", {"session": st["session"], "action": {"type": "crop_video", "start": 15, "end": 11}})
         assert bad["error"].startswith("crop_video needs start < end") and bad["frames"] == []
         crop = post_json(srv, "/api/play/step", {"session": st["session"], "action": {"type": "crop_video", "start": 11.5, "end": 14, "think": "the flash"}})
-        assert crop["error"] is None and crop["call"]["start"] == 11.5 and crop["evidence"]["coverage"] == pytest.approx(1.0)
+        assert crop["error"] is None and crop["call"]["start"] == 11.5
+        # the answer key stays on the server until the episode ends: no evidence, no crop gain
+        assert "evidence" not in crop and "gain" not in crop["call"] and "evidence" not in st
         assert all(11.5 <= f["t"] <= 14 for f in crop["frames"]) and crop["frames"]
         end = post_json(srv, "/api/play/step", {"session": st["session"], "action": {"type": "answer", "text": "B"}})
         assert end["terminated"] and end["correct"] is True and end["saved"]["ok"]
+        assert end["evidence"]["coverage"] == pytest.approx(1.0)
+        assert [(c["turn"], c["start"], c["end"]) for c in end["calls"]] == [(1, 11.5, 14.0)] and end["calls"][0]["gain"] > 0
         assert "ended" in post_json(srv, "/api/play/step", {"session": st["session"], "action": {"type": "answer", "text": "B"}}, 400)["error"]
         saved = Trajectory.model_validate_json((run / "play" / "trajectories.jsonl").read_text().splitlines()[0])
         assert saved.policy == "human" and saved.correct is True and [t.action["type"] for t in saved.turns] == ["crop_video", "crop_video", "answer"]
@@ -271,6 +275,51 @@ def test_cli_serves_on_loopback(runs):
         conn.request("GET", "/api/runs")
         body = json.loads(conn.getresponse().read())
         assert body["runs"][0]["episodes"] == 16 and body["play"]["available"] is False
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_folder_of_runs_lists_and_selects_them(runs, tmp_path, capsys):
+    parent = runs[2]
+    names = ["run_a", "run_b"]
+    app = ViewerApp([parent])
+    srv, thread = serve_in_thread(app)
+    try:
+        info = get_json(srv, "/api/runs")["parent"]
+        assert info["path"] == str(parent.resolve()) and info["selected"] == []
+        assert [r["name"] for r in info["runs"]] == names and {r["name"]: r["episodes"] for r in info["runs"]}[runs[0].name] == 16
+        picked = post_json(srv, "/api/select", {"a": runs[0].name})
+        assert [r["key"] for r in picked["runs"]] == ["A"] and picked["parent"]["selected"] == [runs[0].name]
+        assert get_json(srv, "/api/episodes?run=A")["all"] == 16
+        both = post_json(srv, "/api/select", {"a": runs[0].name, "b": runs[1].name})
+        assert both["compare"] is True and [r["path"] for r in both["runs"]] == [str(runs[0].resolve()), str(runs[1].resolve())]
+        assert get_json(srv, "/api/episode?run=A&i=0")["counterpart"]["run"] == "B"
+        assert "is not a run in" in post_json(srv, "/api/select", {"a": "../etc"}, 400)["error"]
+        assert "two different runs" in post_json(srv, "/api/select", {"a": runs[0].name, "b": runs[0].name}, 400)["error"]
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        thread.join(5)
+    single = ViewerApp([runs[0]])
+    assert single.api_runs()["parent"] is None
+    with pytest.raises(Exception, match="not started on a folder of runs"):
+        single.select({"a": "x"})
+    assert main(["view", str(parent), "--export", str(tmp_path / "x.html")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "a folder of runs" in err and "export one of them" in err
+
+
+@pytest.mark.timeout(60)
+def test_cli_on_a_folder_of_runs_lists_them(runs):
+    parent = runs[2]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "videoseek", "view", str(parent), "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        lines = [proc.stdout.readline().rstrip() for _ in range(5)]  # the folder, its two runs, "indexed in", the URL
+        assert lines[0] == f"{parent.resolve()}: a folder of 2 runs (pick one, or two to compare, on the page):", lines
+        assert lines[1:3] == ["  run_a: 16 episodes", "  run_b: 8 episodes"], lines
+        assert "VideoSeek viewer on http://127.0.0.1:" in lines[4], lines
     finally:
         proc.terminate()
         proc.wait(10)

@@ -31,9 +31,7 @@ FAST = {
     "max_turn_tokens": 24, "group_size": 3, "batch_size": 2,
     "env": {"initial_frames": 2, "frames_per_call": 2, "max_turns": 2, "max_total_frames": 8, "max_pixels": 112 * 112},
 }  # fmt: skip
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--no-first-run", "--disable-sync"]  # fmt: skip
+from browser_support import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 
 
 def jsonl(path: Path) -> list[dict]:
@@ -275,9 +273,9 @@ def test_compare_aggregates_and_deltas_per_run_and_question(tmp_path):
 # ---- in the browser ------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def browser():
-    if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} not found: install Debian's chromium (make browser) to run the viewer's browser tests")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
+    from browser_support import sync_api_or_skip
+
+    sync_api = sync_api_or_skip()
     with sync_api.sync_playwright() as p:
         b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         yield b
@@ -408,3 +406,17 @@ def test_browser_truncated_metrics_names_file_and_line(page, tmp_path, train_run
         srv.shutdown()
         srv.server_close()
         thread.join(5)
+
+
+def test_a_folder_of_training_runs_picks_and_compares_them(tmp_path, train_run):
+    parent = tmp_path / "runs"
+    for name in ("first", "second"):
+        shutil.copytree(train_run, parent / name)
+    app = ViewerApp([parent])
+    listed = app.api_runs()["parent"]["runs"]
+    assert [(r["name"], r["training"], r["steps"]) for r in listed] == [("first", True, 2), ("second", True, 2)]
+    both = app.select({"a": "first", "b": "second"})
+    assert [(r["training"], r["last_step"]) for r in both["runs"][:2]] == [(True, 2), (True, 2)]
+    c = app.api_compare({"a": ["A@s2"], "b": ["B@s2"]})  # where the page's "compare A with B" goes for two training runs
+    assert c["runs"]["A@s2"]["episodes"] == c["runs"]["B@s2"]["episodes"] > 0 and c["paired"]["d_reward"] == 0
+    assert app.api_training({"run": ["B"]})["path"] == str((parent / "second").resolve())

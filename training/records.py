@@ -20,6 +20,7 @@ from videoseek.envs.sample import DataError, VideoSample
 from videoseek.rewards import EpisodeSummary
 
 EXTRA_KEY = "videoseek"
+VIEW_KEY = "videoseek_episode"  # compute_score's JSON string of the sample and record, for the viewer (verl's dumps)
 AGENT_NAME = "videoseek"
 
 

@@ -13,11 +13,13 @@ see its group, so the agent loop's group reward is used and `group_term` reports
 that the group added.
 
 The result is a dict: `score` plus a fixed set of keys per preset (verl stacks every key across
-the batch, so all trajectories of a run must return the same keys).
+the batch, so all trajectories of a run must return the same keys), and `videoseek_episode`: the
+sample and the agent loop's record as a JSON string, which verl's rollout dumps carry to the viewer.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -29,7 +31,9 @@ from videoseek.rewards import (
 )
 from videoseek.training.records import (
     EXTRA_KEY,
+    VIEW_KEY,
     sample_from_extra_info,
+    sample_to_json,
     summary_from_dict,
 )
 
@@ -60,8 +64,8 @@ def compute_score(
     extra_info: dict[str, Any] | None = None,
     preset: str | None = None,
     **unused: Any,
-) -> dict[str, float]:
-    """Score one trajectory; returns `{"score": total, "acc": accuracy, ...components}`.
+) -> dict[str, Any]:
+    """Score one trajectory; returns `{"score": total, "acc": accuracy, ...components, "videoseek_episode": JSON}`.
 
     `preset` may come from `reward.custom_reward_function.reward_kwargs`; the agent loop's preset
     wins when both are given. A malformed `extra_info` (no sample) raises `DataError` naming the
@@ -87,7 +91,7 @@ def compute_score(
         total = 0.0
 
     evidence = (record or {}).get("evidence") or {}
-    out: dict[str, float] = {
+    out: dict[str, Any] = {
         "score": float(total),
         "acc": float(accuracy_reward(episode.prediction, sample)),
         "coverage": float(evidence.get("coverage", 0.0)),
@@ -99,4 +103,8 @@ def compute_score(
     }
     for name in config.component_weights():
         out[name] = float(components.get(name, 0.0))
+    # For the viewer (`videoseek view RUN` reads verl's `trainer.rollout_data_dir` dumps, which
+    # write every reward extra key): the sample and the episode as one JSON string (verl's
+    # validation metrics skip string values; a string stacks into a numpy array as one cell).
+    out[VIEW_KEY] = json.dumps({"sample": json.loads(sample_to_json(sample)), "record": record, "score": float(total)}, ensure_ascii=False)
     return out

@@ -4,6 +4,7 @@
     videoseek view runs/oracle runs/tiny                # two runs on the same samples, side by side
     videoseek view runs/oracle --data samples.jsonl     # play mode on these samples
     videoseek view runs/oracle --export oracle.html     # one file, opens from disk, no server
+    videoseek view runs                                 # a folder of runs: pick one, or two to compare, on the page
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ DEFAULT_PORT = 8765
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("runs", nargs="+", metavar="RUN", help="run folder(s) with trajectories.jsonl; give two to compare them")
+    parser.add_argument("runs", nargs="+", metavar="RUN", help="run folder(s) with trajectories.jsonl (or a training run); give two to compare them, or a folder of runs to pick from")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 picks a free one)")
     parser.add_argument("--data", type=Path, default=None, help="samples.jsonl for play mode (default: the run's run.json 'data' or RUN/samples.jsonl)")
@@ -72,6 +73,12 @@ def run(args: argparse.Namespace) -> int:
     runs = check_runs(args.runs)
     if args.export is not None:
         from videoseek.viewer.export import export_runs
+        from videoseek.viewer.server import child_runs, is_folder_of_runs
+
+        for run in runs:
+            if is_folder_of_runs(run):
+                names = ", ".join(p.name for p in child_runs(run))
+                raise UserError(f"{run}: a folder of runs ({names}); export one of them: videoseek view {run / child_runs(run)[0].name} --export ...")
 
         if args.limit < 1 or args.thumb < 16:
             raise UserError("--limit must be at least 1 and --thumb at least 16")
@@ -90,7 +97,13 @@ def run(args: argparse.Namespace) -> int:
     play = PlayManager(data or find_samples_file(runs[0]), runs[0] / "play", load_env_config(args.env_config))
     app = ViewerApp(runs, play=play)
     started = time.perf_counter()
-    for info in app.api_runs()["runs"]:  # index now, so the first page load does not wait for it
+    parent = app.api_runs()["parent"]
+    if parent is not None:
+        print(f"{parent['path']}: a folder of {len(parent['runs'])} runs (pick one, or two to compare, on the page):")
+        for child in parent["runs"]:
+            what = f"training run, {child['steps']} steps with rollouts" if child["training"] else f"{child['episodes']} episodes"
+            print(f"  {child['name']}: {what}{' (' + child['status'] + ')' if child['status'] else ''}")
+    for info in ([] if parent is not None else app.api_runs()["runs"]):  # index now, so the first page load does not wait for it
         if info["key"] == "play" and not info["episodes"]:
             continue
         note = f" ({info['status']})" if info["status"] else ""
@@ -116,4 +129,5 @@ def run(args: argparse.Namespace) -> int:
         pass
     finally:
         server.server_close()
+        app.close()
     return 0

@@ -199,8 +199,7 @@ class PlayManager:
             "session": session.id, "episode_id": traj.episode_id, "sample_id": sample.id, "question": sample.question,
             "options": sample.options, "problem_type": sample.problem_type.value, "duration": env.duration,
             "clue_intervals": [list(c) for c in sample.clue_intervals], "text": obs["text"],
-            "frames": self._frames_view(session, -1, traj.initial.frames), "evidence": info["evidence"],
-            "max_turns": env.config.max_turns,
+            "frames": self._frames_view(session, -1, traj.initial.frames), "max_turns": env.config.max_turns,
         }
 
     def _session(self, session_id: Any) -> PlaySession:
@@ -227,17 +226,21 @@ class PlayManager:
             env = session.env
             obs, reward, terminated, truncated, info = env.step(text)
             turn = env.trajectory.turns[-1]
+            # The evidence state (coverage, score) and each crop's evidence gain are computed from the
+            # clue intervals, the answer key: they are sent only once the episode has ended.
+            call = turn.call.model_dump(exclude={"gain", "best_prior_tiou"}) if turn.call else None
             out: dict[str, Any] = {
                 "turn": turn.index, "assistant": text, "text": obs["text"], "error": info["error"],
-                "repairs": info["repairs"], "action": info["action"], "evidence": info["evidence"],
-                "call": turn.call.model_dump() if turn.call else None,
+                "repairs": info["repairs"], "action": info["action"], "call": call,
                 "frames": self._frames_view(session, turn.index, turn.observation.frames),
                 "terminated": terminated, "truncated": truncated,
             }
             if terminated or truncated:
                 session.done = True
                 out.update(reward=reward, reward_components=info.get("reward_components"),
-                           prediction=info.get("prediction"), correct=info.get("correct"), answer=env.sample.answer)
+                           prediction=info.get("prediction"), correct=info.get("correct"), answer=env.sample.answer,
+                           evidence=info["evidence"], turns_evidence=[{"turn": t.index, **t.evidence} for t in env.trajectory.turns],
+                           calls=[{"turn": t.index, **t.call.model_dump()} for t in env.trajectory.turns if t.call is not None])
                 session.saved = self._save(session)
                 out["saved"] = session.saved
             return out

@@ -159,7 +159,9 @@ def summarize(raw: Any, index: int, line: int, offset: int, length: int) -> Epis
     row.coverage = as_float(last_evidence.get("coverage"))
     row.failure = None if raw.get("failure") in (None, "") else as_str(raw.get("failure"))
     row.schema_version = raw.get("schema_version")
-    if row.schema_version != SCHEMA_VERSION:
+    if isinstance(raw.get("_problem"), str):  # a converted line that could not be used (viewer/verldump.py)
+        row.problem = raw["_problem"]
+    elif row.schema_version != SCHEMA_VERSION:
         row.problem = f"unknown schema_version {row.schema_version!r} (this viewer reads {SCHEMA_VERSION})"
     row.search_text = " ".join(
         [row.episode_id, row.sample_id, row.question, row.prediction or "", row.answer, row.failure or "", row.problem or ""]

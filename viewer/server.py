@@ -15,6 +15,7 @@ dependency. Endpoints (all GET unless noted):
     /api/tokens?run=A@sN&id=E one trained episode's token segments (mask, texts, log-probs where recorded)
     /api/probe?run=A&sample=S one probe question at every probe step, side by side
     /frames/<run>/<path>      a frame image of a run (only image files inside that run's folder)
+    POST /api/select          {"a", "b"?} -> show these runs of the folder of runs (`videoseek view PARENT`)
     /api/play/samples         the samples play mode can start
     POST /api/play/start      {"sample_id"} -> a new play session
     POST /api/play/step       {"session", "action": {...}} -> the env's answer
@@ -35,7 +36,9 @@ import json
 import math
 import mimetypes
 import re
+import shutil
 import sys
+import tempfile
 import threading
 import traceback
 from http import HTTPStatus
@@ -45,6 +48,7 @@ from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
 from videoseek.viewer import training as tr
+from videoseek.viewer import verldump
 from videoseek.viewer.episode import episode_view
 from videoseek.viewer.paths import UnsafePath, resolve_inside
 from videoseek.viewer.rewardinfo import explain_reward, find_reward_config
@@ -199,22 +203,110 @@ def compare_runs(a_rows: list[EpisodeRow], b_rows: list[EpisodeRow], a_key: str 
     }  # fmt: skip
 
 
+def child_runs(folder: Path) -> list[Path]:
+    """The run folders directly inside `folder` (with trajectories.jsonl, or training runs), by name."""
+    try:
+        entries = sorted(e for e in Path(folder).iterdir() if e.is_dir() and not e.name.startswith("."))
+    except OSError:
+        return []
+    return [e for e in entries if (e / "trajectories.jsonl").is_file() or tr.is_training_run(e)]
+
+
+def is_folder_of_runs(folder: Path) -> bool:
+    """A folder that is no run itself but holds runs (`videoseek view runs/`)."""
+    folder = Path(folder)
+    return not (folder / "trajectories.jsonl").exists() and not tr.is_training_run(folder) and bool(child_runs(folder))
+
+
 class ViewerApp:
-    """The state behind the server: the runs shown and the play manager; no HTTP in here."""
+    """The state behind the server: the runs shown and the play manager; no HTTP in here.
+
+    Given one folder that holds runs rather than being one (`videoseek view runs/`), the runs
+    inside are listed (`api_runs()["parent"]`) and `select(a, b)` picks the one to show, or two to
+    compare, as if they had been named on the command line."""
 
     def __init__(self, run_dirs: list[Path], play: Any = None) -> None:
         if not run_dirs:
             raise ValueError("at least one run folder is needed")
-        keys = ["A", "B"][: len(run_dirs)]
-        self.runs: dict[str, RunIndex] = {k: RunIndex(d, k) for k, d in zip(keys, run_dirs)}
+        self.parent = Path(run_dirs[0]).resolve() if len(run_dirs) == 1 and is_folder_of_runs(run_dirs[0]) else None
+        self.selected: list[str] = []
+        self._children: dict[Path, RunIndex] = {}
         self.play = play
-        if play is not None:
-            self.runs["play"] = RunIndex(play.play_dir, "play")
-        self._facets: dict[str, tuple[tuple[int, int], dict[str, Any]]] = {}
-        self._lock = threading.Lock()
-        self.training = {k: tr.is_training_run(self.runs[k].root) for k in keys}
+        self._lock = threading.RLock()  # re-entered: index_for -> steps
+        self._set_runs(run_dirs)
         self._sub: dict[str, RunIndex] = {}
         self._reward_configs: dict[Path, tuple[Any, str, str | None]] = {}
+        self._converted: dict[Path, tuple[tuple[int, int, int], Path]] = {}  # verl dump -> (its stat, the trajectories folder made from it)
+        self._cache: Path | None = None
+        self._origin: dict[Path, Path] = {}  # converted folder -> the folder of its dump (where the reward config is looked for)
+
+    def _set_runs(self, run_dirs: list[Path]) -> None:
+        keys = ["A", "B"][: len(run_dirs)]
+        runs = {k: RunIndex(d, k) for k, d in zip(keys, run_dirs)}
+        if self.play is not None:
+            runs["play"] = RunIndex(self.play.play_dir, "play")
+        with self._lock:
+            self.runs: dict[str, RunIndex] = runs
+            self.training = {k: tr.is_training_run(runs[k].root) for k in keys}
+            self._facets: dict[str, tuple[tuple[int, int], dict[str, Any]]] = {}
+            self._sub = {}
+
+    def select(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Show run `a` (and `b`, to compare) of the folder of runs; names as `api_runs()["parent"]` lists them."""
+        if self.parent is None:
+            raise BadRequest("select: the viewer was not started on a folder of runs")
+        names = {p.name: p for p in child_runs(self.parent)}
+        picked = []
+        for field in ("a", "b"):
+            name = body.get(field)
+            if field == "b" and name in (None, ""):
+                continue
+            if not isinstance(name, str) or name not in names:
+                raise BadRequest(f"{field}: {name!r} is not a run in {self.parent} (one of {', '.join(names)})")
+            picked.append(name)
+        if len(picked) == 2 and picked[0] == picked[1]:
+            raise BadRequest("b: pick two different runs to compare")
+        self._set_runs([names[n] for n in picked])
+        self.selected = picked
+        return self.api_runs()
+
+    def close(self) -> None:
+        """Remove the folder of trajectories converted from verl's dumps."""
+        if self._cache is not None:
+            shutil.rmtree(self._cache, ignore_errors=True)
+            self._cache = None
+
+    def steps(self, root: Path, kind: str) -> dict[int, Path]:
+        """{step: trajectories folder} of a training run: the local backend's `kind/step_NNNN/`, and
+        verl's dumps `kind/<step>.jsonl` converted (viewer/verldump.py; again when the file changes)."""
+        out = tr.step_dirs(root, kind)
+        for step, dump in verldump.dump_files(root, kind).items():
+            if step in out:
+                continue
+            try:
+                st = dump.stat()
+            except OSError:
+                continue
+            stamp = (st.st_size, st.st_mtime_ns, st.st_ino)
+            with self._lock:
+                known = self._converted.get(dump)
+                if known is None or known[0] != stamp:
+                    if self._cache is None:
+                        self._cache = Path(tempfile.mkdtemp(prefix="videoseek-view-"))
+                    folder = known[1] if known else self._cache / f"{len(self._converted)}-{kind}-{step}"
+                    try:
+                        verldump.convert_dump(dump, folder, step)
+                    except OSError:
+                        continue
+                    known = (stamp, folder)
+                    self._converted[dump] = known
+                    self._origin[folder.resolve()] = dump.parent
+            out[step] = known[1]
+        return dict(sorted(out.items()))
+
+    def step_file_label(self, root: Path, kind: str, step: int) -> str:
+        """How a step's episode file is named in problem texts: `rollouts/step_0003/trajectories.jsonl` or verl's `rollouts/3.jsonl`."""
+        return f"{kind}/step_{step:04d}/trajectories.jsonl" if step in tr.step_dirs(root, kind) else f"{kind}/{step}.jsonl"
 
     def index_for(self, key: str) -> RunIndex:
         """The index of run `key`: A, B, play, or a training step `A@s3` / probes `A@p3` (made on first use)."""
@@ -226,7 +318,7 @@ class ViewerApp:
         with self._lock:
             if key not in self._sub:
                 base = self.runs[m.group(1)].root
-                folder = tr.step_dirs(base, SUB_KINDS[m.group(2)]).get(int(m.group(3)))
+                folder = self.steps(base, SUB_KINDS[m.group(2)]).get(int(m.group(3)))
                 if folder is None:
                     raise BadRequest(f"run: {base} has no {SUB_KINDS[m.group(2)]} for step {int(m.group(3))}")
                 self._sub[key] = RunIndex(folder, key)
@@ -253,14 +345,31 @@ class ViewerApp:
             index = self.run(key)
             item = {"key": key, "path": str(index.root), "status": index.status, "episodes": len(index.rows()), "training": self.training.get(key, False)}
             if item["training"]:
-                item["steps"] = len(tr.step_dirs(index.root, "rollouts"))
+                steps = self.steps(index.root, "rollouts")
+                item["steps"] = len(steps)
+                item["last_step"] = max(steps) if steps else None
                 item["status"] = ""  # a training run has its episodes in step folders, not in RUN/trajectories.jsonl
             out.append(item)
         play = {"available": False, "reason": "play mode is off"}
         if self.play is not None:
             ok, reason = self.play.available()
             play = {"available": ok, "reason": reason}
-        return {"runs": out, "compare": "B" in self.runs, "play": play}
+        answer = {"runs": out, "compare": "B" in self.runs, "play": play, "parent": None}
+        if self.parent is not None:
+            answer["parent"] = {"path": str(self.parent), "selected": self.selected, "runs": [self._child_info(p) for p in child_runs(self.parent)]}
+        return answer
+
+    def _child_info(self, folder: Path) -> dict[str, Any]:
+        """A run inside the folder of runs, as the run picker lists it."""
+        info: dict[str, Any] = {"name": folder.name, "path": str(folder), "training": tr.is_training_run(folder)}
+        if info["training"]:
+            info.update(steps=len(self.steps(folder, "rollouts")), probes=len(self.steps(folder, "probes")), episodes=None, status="")
+            return info
+        with self._lock:
+            index = self._children.setdefault(folder, RunIndex(folder, folder.name))
+        index.refresh()
+        info.update(episodes=len(index.rows()), status=index.status)
+        return info
 
     def _facets_of(self, index: RunIndex, rows: list[EpisodeRow]) -> dict[str, Any]:
         stamp = (len(rows), rows[-1].offset if rows else -1)
@@ -319,7 +428,7 @@ class ViewerApp:
             view = episode_view(raw, index.root, lambda p: self.frame_url(key, p), meta)
             if row.problem and row.problem not in view["issues"] and "duplicate" in row.problem:
                 view["issues"].append(row.problem)
-            view["reward_explained"] = explain_reward(view.get("reward_components") or {}, view.get("reward"), *self.reward_config(index.root))
+            view["reward_explained"] = explain_reward(view.get("reward_components") or {}, view.get("reward"), *self.reward_config(self._origin.get(index.root, index.root)))
         m = SUB_KEY.match(key)
         view["training_ref"] = {"run": m.group(1), "kind": SUB_KINDS[m.group(2)], "step": int(m.group(3))} if m else None
         members = index.group(row) if raw is not None else []
@@ -335,6 +444,8 @@ class ViewerApp:
 
     def frame_file(self, key: str, rel: str) -> Path:
         """The image file `rel` of run `key`; `UnsafePath` outside it, `FileNotFoundError` if absent."""
+        if self.parent is not None and not self.selected:
+            raise FileNotFoundError("no run picked yet")  # the folder of runs itself is no run: serve nothing from it
         try:
             root = self.index_for(key).root
         except BadRequest:
@@ -355,12 +466,28 @@ class ViewerApp:
             raise BadRequest(f"run: {self.runs[key].root} is not a training run (no metrics.jsonl, rollouts/step_* or probes/step_*)")
         return key, self.runs[key].root
 
+    def metrics(self, key: str, root: Path) -> tuple[list[dict[str, Any]], list[str], str]:
+        """(rows, problems, source) of a training run's per-step numbers: `metrics.jsonl`, or for a
+        verl run without one (verl logs its metrics to the console) the means over each step's
+        rollout dump: reward, accuracy, coverage, calls, turns, reward/<component>."""
+        if (root / tr.METRICS).exists() or not verldump.dump_files(root, "rollouts"):
+            rows, problems = tr.read_metrics(root / tr.METRICS)
+            return rows, problems, tr.METRICS
+        rows = []
+        for step in sorted(self.steps(root, "rollouts")):
+            agg = aggregate(self.run(f"{key}@s{step}").rows())
+            row = {"step": step, **{k: agg[k] for k in ("reward", "accuracy", "coverage", "calls", "turns") if agg[k] is not None}}
+            row.update({f"reward/{k}": v for k, v in agg["components"].items() if v is not None})
+            row["episodes"] = float(agg["episodes"])
+            rows.append(row)
+        return rows, [], "verl's rollout dumps (means per step)"
+
     def api_training(self, params: dict[str, list[str]]) -> dict[str, Any]:
         key, root = self._training_root(params)
-        rows, problems = tr.read_metrics(root / tr.METRICS)
+        rows, problems, metrics_source = self.metrics(key, root)
         series = sorted({k for r in rows for k in r if k not in ("step", "_line")}, key=lambda k: (k not in tr.MAIN_SERIES, tr.MAIN_SERIES.index(k) if k in tr.MAIN_SERIES else 0, k))
-        steps = sorted(tr.step_dirs(root, "rollouts"))
-        probe_steps = sorted(tr.step_dirs(root, "probes"))
+        steps = sorted(self.steps(root, "rollouts"))
+        probe_steps = sorted(self.steps(root, "probes"))
         config, source, problem = self.reward_config(root)
         reward = None
         if config is not None:
@@ -374,7 +501,7 @@ class ViewerApp:
                 problems.append(f"probes step {step}: {index.status}")
             for r in index.rows():
                 if r.problem and not r.sample_id:
-                    problems.append(f"probes/step_{step:04d}/{r.problem}")
+                    problems.append(f"{self.step_file_label(root, 'probes', step)} {r.problem}")
                     continue
                 if r.role == "perturbed":
                     continue
@@ -383,22 +510,24 @@ class ViewerApp:
         return clean_json({
             "run": key, "path": str(root), "metrics": [{k: v for k, v in r.items() if k != "_line"} for r in rows], "series": series,
             "problems": problems, "steps": steps, "probe_steps": probe_steps, "probes": list(questions.values()), "reward": reward,
+            "metrics_source": metrics_source,
         })  # fmt: skip
 
     def api_step(self, params: dict[str, list[str]]) -> dict[str, Any]:
         key, root = self._training_root(params)
         step = _int_param(params, "step", -1)
-        folders = tr.step_dirs(root, "rollouts")
+        folders = self.steps(root, "rollouts")
         if step not in folders:
             raise BadRequest(f"step: run {key} has no rollouts for step {step} (it has {', '.join(map(str, folders)) or 'none'})")
         index = self.run(f"{key}@s{step}")
-        problems = [f"rollouts/step_{step:04d}: {index.status}"] if index.status else []
-        problems += [f"rollouts/step_{step:04d}/trajectories.jsonl {r.problem}" for r in index.rows() if r.problem]
+        label = self.step_file_label(root, "rollouts", step)
+        problems = [f"{label}: {index.status}"] if index.status else []
+        problems += [f"{label} {r.problem}" for r in index.rows() if r.problem]
         grpo, problem = tr.read_json(folders[step] / "grpo.json")
         if problem and (folders[step] / "grpo.json").exists():
             problems.append(f"rollouts/step_{step:04d}/{problem}")
         grpo = grpo if isinstance(grpo, dict) else None
-        rows, _ = tr.read_metrics(root / tr.METRICS)
+        rows, _, _ = self.metrics(key, root)
         metrics = next(({k: v for k, v in r.items() if k != "_line"} for r in rows if r["step"] == step), None)
         return clean_json({
             "run": key, "step": step, "key": f"{key}@s{step}", "metrics": metrics, "problems": problems,
@@ -432,7 +561,7 @@ class ViewerApp:
         key, root = self._training_root(params)
         sample_id = params.get("sample", [""])[0]
         cards, question = [], None
-        for step in sorted(tr.step_dirs(root, "probes")):
+        for step in sorted(self.steps(root, "probes")):
             index = self.run(f"{key}@p{step}")
             row = next((r for r in index.rows() if r.sample_id == sample_id and r.role != "perturbed"), None)
             if row is None:
@@ -567,6 +696,8 @@ class Handler(BaseHTTPRequestHandler):
                 return self._json(clean_json(self._play().start(body)))
             if url.path == "/api/play/step":
                 return self._json(clean_json(self._play().step(body)))
+            if url.path == "/api/select":
+                return self._json(clean_json(self.server.app.select(body)))
         except BadRequest as exc:
             return self._error(HTTPStatus.BAD_REQUEST, str(exc))
         except KeyError as exc:

@@ -30,8 +30,11 @@ MAIN_SERIES = ("reward", "accuracy", "kl", "entropy", "coverage", "calls", "loss
 
 
 def is_training_run(root: Path) -> bool:
-    """A folder the local backend (or verl) trains into: it has metrics.jsonl, rollouts/step_* or probes/step_*."""
-    return (root / METRICS).is_file() or bool(step_dirs(root, "rollouts")) or bool(step_dirs(root, "probes"))
+    """A folder the local backend (or verl) trains into: it has metrics.jsonl, rollouts/step_* or probes/step_*,
+    or verl's dumps rollouts/<step>.jsonl or probes/<step>.jsonl."""
+    from videoseek.viewer.verldump import dump_files
+
+    return (root / METRICS).is_file() or any(bool(step_dirs(root, k)) or bool(dump_files(root, k)) for k in ("rollouts", "probes"))
 
 
 def step_dirs(root: Path, kind: str) -> dict[int, Path]:
@@ -167,7 +170,7 @@ def step_groups(rows: list[Any], grpo: dict[str, Any] | None) -> list[dict[str, 
     recorded = {as_str(g.get("id")): g for g in as_list(as_dict(grpo).get("groups")) if isinstance(g, dict)}
     groups: dict[str, dict[str, Any]] = {}
     for r in rows:
-        if r.problem and not r.episode_id:
+        if r.problem and not r.sample_id:  # an unusable line: listed in the step's problems, not as a group
             continue
         gid = r.group_id or r.sample_id or r.episode_id
         g = groups.setdefault(gid, {"id": gid, "sample_id": r.sample_id, "question": r.question, "rollouts": [], "perturbed": []})

@@ -30,7 +30,13 @@
   const s = (tag, attrs, ...children) => fill(document.createElementNS(SVGNS, tag), attrs, children);
   const isNum = (x) => typeof x === "number" && isFinite(x);
   const fmt = (x, d = 2) => (isNum(x) ? x.toFixed(d) : "–");
-  const fmtT = (t) => (isNum(t) ? t.toFixed(1) + "s" : "?");
+  // One decimal the way Python's f"{t:.1f}" writes it (the env's texts and the labels burned into
+  // frames): an exact tie (t * 4 odd, such as 12.25) rounds to even there, up in toFixed.
+  const fixed1 = (t) => {
+    if (Number.isInteger(t * 4) && (t * 4) % 2 !== 0) { const lo = Math.floor(t * 10); return ((lo % 2 === 0 ? lo : lo + 1) / 10).toFixed(1); }
+    return t.toFixed(1);
+  };
+  const fmtT = (t) => (isNum(t) ? fixed1(t) + "s" : "?");
   const verdict = (c) => (c === true ? h("span", { class: "ok" }, "✓") : c === false ? h("span", { class: "no" }, "✗") : h("span", { class: "na" }, "–"));
 
   // ---- data sources ---------------------------------------------------------------------------
@@ -65,6 +71,7 @@
     playSamples() { return this.get("/api/play/samples"); },
     playStart(sampleId) { return this.post("/api/play/start", { sample_id: sampleId }); },
     playStep(session, action) { return this.post("/api/play/step", { session, action }); },
+    select(a, b) { return this.post("/api/select", { a, b }); },
   };
 
   // The same filters, ordering and facets as runindex.py, over the rows embedded in an export.
@@ -174,9 +181,15 @@
       const training = runsInfo.runs.filter((r) => r.training);
       $("#nav-training").hidden = !training.length;
       $("#nav-compare").hidden = !(runsInfo.compare || training.length) || api.static;
+      const parent = runsInfo.parent;
+      $("#nav-runs").hidden = !parent;
+      if (parent) $("#run-info").textContent = parent.path + (parent.selected.length ? " › " + parent.selected.join(" vs ") : " (a folder of " + parent.runs.length + " runs)");
       const needServer = ["training", "group", "tokens", "probe", "compare"];
       if (api.static && needServer.includes(parts[0])) {
         $("#app").replaceChildren(h("p", { class: "notice" }, "This view needs the viewer server (videoseek view RUN)."));
+      } else if (parts[0] === "runs" || (parent && !parent.selected.length && !parts.length)) {
+        $("#nav-runs").classList.add("active");
+        await showRuns(parent);
       } else if (parts[0] === "training") {
         $("#nav-training").classList.add("active");
         await showTraining(parts[1] || training[0].key, params);
@@ -328,16 +341,19 @@
   function timeline(opts) {
     // drawn at the container's pixel width (when known) so labels keep their size in narrow panels
     const W = Math.max(320, Math.round(opts.width || 1000)), L = 78, R = 12, end = Math.max(opts.end || 1, 1e-6);
-    const x = (t) => L + (Math.min(Math.max(t, 0), end) / end) * (W - L - R);
+    // the window shown: opts.view = [v0, v1] (zoomed), else the whole video
+    const v0 = opts.view ? Math.max(0, opts.view[0]) : 0, v1 = opts.view ? Math.min(end, opts.view[1]) : end;
+    const x = (t) => L + ((Math.min(Math.max(t, v0), v1) - v0) / (v1 - v0)) * (W - L - R);
+    const inView = (t) => t >= v0 - 1e-9 && t <= v1 + 1e-9;
     const calls = opts.calls || [];
     const laneH = 16;
     let y = 24;
     const items = [];
     const lane = (label) => { items.push(s("text", { x: 4, y: y + 11, class: "lane-label" }, label)); const top = y; y += laneH + 4; return top; };
     // axis
-    const step = niceStep(end);
+    const step = niceStep(v1 - v0);
     const axis = s("g", { class: "axis" }, s("line", { x1: L, x2: W - R, y1: 18, y2: 18 }));
-    for (let t = 0; t <= end + 1e-9; t += step) axis.append(s("line", { x1: x(t), x2: x(t), y1: 14, y2: 18 }), s("text", { x: x(t), y: 11, "text-anchor": "middle" }, t.toFixed(step < 1 ? 1 : 0) + "s"));
+    for (let t = Math.ceil(v0 / step - 1e-9) * step; t <= v1 + 1e-9; t += step) axis.append(s("line", { x1: x(t), x2: x(t), y1: 14, y2: 18 }), s("text", { x: x(t), y: 11, "text-anchor": "middle" }, t.toFixed(step < 0.1 ? 2 : step < 1 ? 1 : 0) + "s"));
     items.push(axis);
     if (opts.showClues !== false) {
       const top = lane("clues");
@@ -347,49 +363,101 @@
     if ((opts.masked || []).length || maskedFrames.length) {
       const top = lane("masked");
       for (const [ms, me] of opts.masked || []) items.push(s("rect", { class: "masked-range", x: x(ms), y: top, width: Math.max(2, x(me) - x(ms)), height: laneH, "data-start": ms, "data-end": me }, s("title", {}, "perturbed (masked) " + fmtT(ms) + "–" + fmtT(me))));
-      for (const f of maskedFrames) items.push(s("line", { class: "masked-tick", x1: x(f.t), x2: x(f.t), y1: top, y2: top + laneH, stroke: "#111827" }));
+      for (const f of maskedFrames.filter((f) => inView(f.t))) items.push(s("line", { class: "masked-tick", x1: x(f.t), x2: x(f.t), y1: top, y2: top + laneH, stroke: "#111827" }));
     }
     {
       const top = lane("initial");
-      for (const f of opts.initial || []) if (isNum(f.t)) items.push(s("line", { class: "init-tick", x1: x(f.t), x2: x(f.t), y1: top + 2, y2: top + laneH - 2, "data-t": f.t }, s("title", {}, "initial frame " + fmtT(f.t))));
+      for (const f of opts.initial || []) if (isNum(f.t) && inView(f.t)) items.push(s("line", { class: "init-tick", x1: x(f.t), x2: x(f.t), y1: top + 2, y2: top + laneH - 2, "data-t": f.t }, s("title", {}, "initial frame " + fmtT(f.t))));
     }
     for (const c of calls) {
       const top = lane("call " + c.n);
       const cls = ["call", c.rejected ? "rejected" : "", c.duplicate_of !== null && c.duplicate_of !== undefined ? "dup" : "", c.fragment ? "frag" : "", c.turn === opts.currentTurn ? "current" : ""].filter(Boolean).join(" ");
-      const tip = "call " + c.n + " (turn " + c.turn + "): " + fmtT(c.start) + "–" + fmtT(c.end) + (c.rejected ? " rejected: " + c.reason : " gain " + fmt(c.gain, 3)) +
+      const tip = "call " + c.n + " (turn " + c.turn + "): " + fmtT(c.start) + "–" + fmtT(c.end) + (c.rejected ? " rejected: " + c.reason : opts.hideGain ? "" : " gain " + fmt(c.gain, 3)) +
         (c.duplicate_of !== null && c.duplicate_of !== undefined ? ", duplicate of call " + (c.duplicate_of + 1) : "") + (c.fragment ? ", fragment" : "") + (c.clipped ? ", clipped" : "");
-      const attrs = { class: cls, "data-n": c.n, "data-turn": c.turn, "data-start": c.start, "data-end": c.end, "data-gain": isNum(c.gain) ? c.gain : "", fill: gainColour(c.gain), onclick: () => opts.onCall && opts.onCall(c.turn) };
-      if (isNum(c.start) && isNum(c.end) && c.end > c.start) {
+      const attrs = { class: cls, "data-n": c.n, "data-turn": c.turn, "data-start": c.start, "data-end": c.end, "data-gain": isNum(c.gain) ? c.gain : "", fill: opts.hideGain && !c.rejected ? "#dbeafe" : gainColour(c.gain), onclick: () => opts.onCall && opts.onCall(c.turn) };
+      // a label that would run past the right edge is drawn to the left of its anchor instead
+      const label = (at, text, gap) => {
+        const right = at + gap + text.length * 5.6 > W - 2;
+        return s("text", { class: "call-label", x: right ? Math.max(2, at - gap) : at + gap, y: top + 12, "text-anchor": right ? "end" : "start" }, text);
+      };
+      if (isNum(c.start) && isNum(c.end) && c.end > c.start && c.end > 0 && c.start < end) {
+        if (c.end < v0 || c.start > v1) continue; // outside the zoomed window
         items.push(s("rect", Object.assign(attrs, { x: x(c.start), y: top, width: Math.max(2, x(c.end) - x(c.start)), height: laneH }), s("title", {}, tip)));
-        items.push(s("text", { class: "call-label", x: x(c.start) + 3, y: top + 12 }, String(c.n) + (c.rejected ? " ✗" : c.duplicate_of !== null && c.duplicate_of !== undefined ? " dup" : c.fragment ? " frag" : "")));
+        items.push(label(x(Math.max(c.start, v0)), String(c.n) + (c.rejected ? " ✗" : c.duplicate_of !== null && c.duplicate_of !== undefined ? " dup" : c.fragment ? " frag" : ""), 3));
       } else {
-        // a rejected call with no usable span: a cross where it would start (or at 0), labelled
-        const at = x(isNum(c.start) ? c.start : 0);
+        // a rejected call with no usable span (or one outside the video): a cross where it would start (or at 0), labelled
+        const at = x(isNum(c.start) ? Math.min(Math.max(c.start, 0), end) : 0);
         items.push(s("g", Object.assign(attrs, { class: cls + " reject-mark" }), s("line", { x1: at - 5, x2: at + 5, y1: top + 3, y2: top + 13 }), s("line", { x1: at - 5, x2: at + 5, y1: top + 13, y2: top + 3 }), s("title", {}, tip)));
-        items.push(s("text", { class: "call-label", x: at + 8, y: top + 12 }, c.n + " ✗ " + (c.reason || "rejected")));
+        items.push(label(at, c.n + " ✗ " + (c.reason || "rejected"), 8));
       }
     }
     if ((opts.frameTicks || []).length) {
       const top = lane("frames");
-      for (const f of opts.frameTicks) if (isNum(f.t)) items.push(s("line", { class: "frame-tick", x1: x(f.t), x2: x(f.t), y1: top + 2, y2: top + laneH - 2, "data-t": f.t }, s("title", {}, "frame " + fmtT(f.t))));
+      for (const f of opts.frameTicks) if (isNum(f.t) && inView(f.t)) items.push(s("line", { class: "frame-tick", x1: x(f.t), x2: x(f.t), y1: top + 2, y2: top + laneH - 2, "data-t": f.t }, s("title", {}, "frame " + fmtT(f.t))));
+    }
+    // key frames: thumbnails of the frames this turn's crop returned, each under its time
+    const thumbs = (opts.keyFrames || []).filter((f) => f.url && isNum(f.t) && inView(f.t));
+    if (thumbs.length) {
+      const th = 40, top = y;
+      items.push(s("text", { x: 4, y: top + th / 2 + 4, class: "lane-label" }, "key frames"));
+      const gap = thumbs.length > 1 ? Math.min(...thumbs.slice(1).map((f, k) => x(f.t) - x(thumbs[k].t))) : Infinity;
+      const tw = Math.max(12, Math.min(th * 1.6, gap - 2));
+      thumbs.forEach((f, k) => {
+        const cx = Math.min(Math.max(x(f.t), L + tw / 2), W - R - tw / 2);
+        items.push(s("g", { class: "keyframe", "data-t": f.t, "data-k": k, onclick: () => openLightbox(f.url, fmtT(f.t)) },
+          s("image", { href: f.url, x: cx - tw / 2, y: top, width: tw, height: th, preserveAspectRatio: "xMidYMid slice" }),
+          s("rect", { class: "keyframe-frame", x: cx - tw / 2, y: top, width: tw, height: th }), s("title", {}, "frame " + fmtT(f.t))));
+      });
+      y += th + 6;
     }
     const height = y + 4;
     const svg = s("svg", { class: "timeline", viewBox: "0 0 " + W + " " + height, preserveAspectRatio: "xMinYMin meet", "data-end": end },
       s("defs", {}, s("pattern", { id: "hatch", width: 6, height: 6, patternUnits: "userSpaceOnUse", patternTransform: "rotate(45)" }, s("rect", { width: 6, height: 6, fill: "#e5e7eb" }), s("line", { x1: 0, y1: 0, x2: 0, y2: 6, stroke: "#4b5563", "stroke-width": 3 }))),
-      items);
-    if (opts.onDrag) addDrag(svg, x, end, L, W - R, height, opts);
+      items, s("line", { class: "playhead", x1: 0, x2: 0, y1: 14, y2: height, visibility: "hidden" }));
+    svg.timeAt = x; // for the frame player's playhead
+    if (opts.onDrag) addDrag(svg, x, [v0, v1], L, W - R, height, opts);
+    if (opts.onZoom) addWheelZoom(svg, [v0, v1], end, L, W - R, opts.onZoom);
     return svg;
   }
 
+  // Zoom: the wheel over the timeline zooms around the pointer; tools add buttons and a reset.
+  function zoomAround(view, end, at, factor) {
+    const span = Math.min(end, Math.max(end / 200, 0.2, (view[1] - view[0]) * factor));
+    let a = at - (at - view[0]) * (span / (view[1] - view[0]));
+    a = Math.min(Math.max(0, a), end - span);
+    return span >= end - 1e-9 ? null : [a, a + span];
+  }
+  function addWheelZoom(svg, view, end, x0, x1, onZoom) {
+    svg.addEventListener("wheel", (ev) => {
+      ev.preventDefault();
+      const box = svg.getBoundingClientRect();
+      const vx = ((ev.clientX - box.left) / box.width) * svg.viewBox.baseVal.width;
+      const at = view[0] + Math.min(1, Math.max(0, (vx - x0) / (x1 - x0))) * (view[1] - view[0]);
+      onZoom(zoomAround(view, end, at, ev.deltaY > 0 ? 1.25 : 0.8));
+    }, { passive: false });
+  }
+  function zoomTools(getView, end, onZoom) {
+    const v = getView() || [0, end];
+    const mid = (v[0] + v[1]) / 2;
+    const pan = (d) => { const w = v[1] - v[0]; const a = Math.min(Math.max(0, v[0] + d * w * 0.5), end - w); onZoom([a, a + w]); };
+    return h("div", { class: "tl-tools" }, "zoom",
+      h("button", { class: "zoom-in", title: "zoom in (or the mouse wheel over the timeline)", onclick: () => onZoom(zoomAround(v, end, mid, 0.5)) }, "+"),
+      h("button", { class: "zoom-out", title: "zoom out", disabled: !getView(), onclick: () => onZoom(zoomAround(v, end, mid, 2)) }, "−"),
+      h("button", { class: "pan-left", disabled: !getView() || v[0] <= 1e-9, onclick: () => pan(-1) }, "◀"),
+      h("button", { class: "pan-right", disabled: !getView() || v[1] >= end - 1e-9, onclick: () => pan(1) }, "▶"),
+      h("button", { class: "zoom-reset", disabled: !getView(), onclick: () => onZoom(null) }, "whole video"),
+      h("span", { class: "zoom-window" }, fmtT(v[0]) + " – " + fmtT(v[1])));
+  }
+
   // Drag on the timeline to choose a span (play mode): mouse or touch via pointer events.
-  function addDrag(svg, x, end, x0, x1, height, opts) {
+  function addDrag(svg, x, view, x0, x1, height, opts) {
     const area = s("rect", { class: "drag-area", x: x0, y: 0, width: x1 - x0, height });
     const sel = s("rect", { class: "selection", x: 0, y: 0, width: 0, height, visibility: "hidden" });
     svg.append(sel, area);
     const toTime = (ev) => {
       const box = svg.getBoundingClientRect();
       const vx = ((ev.clientX - box.left) / box.width) * svg.viewBox.baseVal.width;
-      return Math.min(end, Math.max(0, ((vx - x0) / (x1 - x0)) * end));
+      return view[0] + Math.min(1, Math.max(0, (vx - x0) / (x1 - x0))) * (view[1] - view[0]);
     };
     const show = (a, b) => {
       const lo = Math.min(a, b), hi = Math.max(a, b);
@@ -426,6 +494,47 @@
       return h("figure", { class: f.masked ? "masked" : null, "data-t": f.t },
         h("img", { src: f.url, alt: label + " frame " + k + " at " + caption, loading: "lazy", onclick: () => openLightbox(f.url, label + " · " + caption) }), h("figcaption", {}, caption));
     }));
+  }
+
+  // Playback of a crop's frames: one frame at a time at their times, with a playhead on the timeline.
+  function framePlayer(frames, label, getSvg) {
+    const shown = frames.filter((f) => f.url);
+    if (shown.length < 2) return null;
+    let k = 0, timer = null;
+    const img = h("img", { class: "player-img", src: shown[0].url, alt: label + " playback" });
+    const caption = h("span", { class: "player-caption" });
+    const slider = h("input", { type: "range", class: "player-slider", min: 0, max: shown.length - 1, step: 1, value: 0 });
+    const btn = h("button", { class: "player-play" }, "▶ play");
+    const speed = h("select", { class: "player-speed" }, [["1", "1 fps"], ["2", "2 fps"], ["4", "4 fps"], ["8", "8 fps"]].map(([v, t]) => h("option", { value: v, selected: v === "2" }, t)));
+    const show = (i) => {
+      k = i;
+      const f = shown[k];
+      img.src = f.url;
+      slider.value = k;
+      caption.textContent = "frame " + (k + 1) + " / " + shown.length + " · " + fmtT(f.t);
+      root.dataset.k = k;
+      root.dataset.t = f.t;
+      const svg = getSvg();
+      const head = svg && svg.querySelector(".playhead");
+      if (head && svg.timeAt) { head.setAttribute("x1", svg.timeAt(f.t)); head.setAttribute("x2", svg.timeAt(f.t)); head.setAttribute("visibility", "visible"); }
+    };
+    const stop = () => { clearInterval(timer); timer = null; btn.textContent = "▶ play"; root.dataset.playing = "false"; };
+    const start = () => {
+      if (k >= shown.length - 1) show(0);
+      btn.textContent = "❚❚ pause";
+      root.dataset.playing = "true";
+      timer = setInterval(() => {
+        if (!root.isConnected) return stop();
+        if (k >= shown.length - 1) return stop();
+        show(k + 1);
+      }, 1000 / Number(speed.value));
+    };
+    btn.addEventListener("click", () => (timer ? stop() : start()));
+    slider.addEventListener("input", () => { stop(); show(Number(slider.value)); });
+    speed.addEventListener("change", () => { if (timer) { stop(); start(); } });
+    const root = h("div", { class: "player", "data-playing": "false" }, img, h("div", {}, h("div", {}, btn, " ", speed), slider, h("div", {}, caption)));
+    setTimeout(() => show(0));
+    return root;
   }
 
   function assistantBlock(turn) {
@@ -518,11 +627,15 @@
     const turns = ep.turns || [];
     const curvePoints = [{ pos: 0, coverage: 0, score: 0 }].concat((ep.evidence_curve || []).map((p) => ({ pos: turns.findIndex((t) => t.index === p.turn) + 1, coverage: p.coverage, score: p.score }))).filter((p) => p.pos >= 0);
     const allFrames = turns.flatMap((t) => t.observation.frames);
+    let view = null, shownPos = 0; // the timeline's zoom window (null: the whole video)
     const render = (pos) => {
+      shownPos = pos;
       const k = Math.min(pos, turns.length);
       const turn = k > 0 ? turns[k - 1] : null;
       const frames = turn ? turn.observation.frames : (ep.initial || { frames: [] }).frames;
-      const tl = timeline({ width: dynamic.clientWidth, end: ep.axis_end, clues: ep.clue_intervals, masked: ep.masked_ranges, initial: (ep.initial || {}).frames, allFrames, calls: ep.calls, currentTurn: turn ? turn.index : null, frameTicks: frames, onCall });
+      const onZoom = (v) => { view = v; render(shownPos); };
+      const tl = timeline({ width: dynamic.clientWidth, end: ep.axis_end, clues: ep.clue_intervals, masked: ep.masked_ranges, initial: (ep.initial || {}).frames, allFrames, calls: ep.calls,
+        currentTurn: turn ? turn.index : null, frameTicks: frames, keyFrames: turn && turn.call ? frames : [], view, onZoom, onCall });
       const callList = h("ul", { class: "calls" }, (ep.calls || []).map((c) => h("li", { class: c.rejected ? "rejected" : null },
         "#" + c.n + " turn " + c.turn + ": " + fmtT(c.start) + "–" + fmtT(c.end) + (c.rejected ? " rejected: " + c.reason : " gain " + fmt(c.gain, 3)) +
         (c.duplicate_of !== null && c.duplicate_of !== undefined ? " · duplicate of #" + (c.duplicate_of + 1) : "") + (c.fragment ? " · fragment" : "") + (c.clipped ? " · clipped" : ""))));
@@ -532,11 +645,11 @@
         turn.repairs.length ? h("div", { class: "repairs" }, "parse repairs: " + turn.repairs.join("; ")) : null,
         turn.error ? h("div", { class: "turn-error" }, "rejected: " + turn.error) : null,
         h("h3", {}, "observation"), h("div", { class: "observation" }, turn.observation.text),
-        framesBlock(frames, "turn " + turn.index),
+        framesBlock(frames, "turn " + turn.index), framePlayer(frames, "turn " + turn.index, () => tl),
         h("div", { class: "meta" }, "evidence after this turn: coverage " + fmt(turn.evidence.coverage) + " · precision " + fmt(turn.evidence.precision) + " · score " + fmt(turn.evidence.score) + (isNum(turn.evidence.gain) ? " · gain " + fmt(turn.evidence.gain, 3) : "")))
         : h("div", { class: "turn", "data-turn": "initial" }, h("h3", {}, "initial prompt"), h("div", { class: "observation" }, (ep.initial || {}).text || ""), framesBlock(frames, "initial"));
       dynamic.replaceChildren(
-        h("h3", {}, "timeline"), tl,
+        h("h3", {}, "timeline"), zoomTools(() => view, ep.axis_end || 1, onZoom), tl,
         h("div", { class: "legend" }, h("span", {}, "green: clue"), h("span", {}, "hatched: masked"), h("span", {}, "blue ticks: initial frames"), h("span", {}, "orange ticks: frames of this turn"), h("span", {}, "span colour: evidence gain (green +, red −)"), h("span", {}, "dashed purple: duplicate · dotted cyan: fragment · red outline: rejected")),
         callList,
         h("div", { class: "side" }, turnView, h("div", {},
@@ -656,7 +769,7 @@
       Object.entries(reward.weights).map(([k, w]) => k + " × " + fmt(w, 2)).join(", ") + (isNum(reward.gate) ? " · timestamp, delta_mask gated by ref_delta_format ≥ " + fmt(reward.gate) : "") + " (" + reward.source + ")") : null;
     $("#app").replaceChildren(h("section", { class: "panel", id: "training" },
       h("h2", {}, "Training run " + run + ": " + data.path),
-      h("div", { class: "meta" }, rows.length + " steps in metrics.jsonl · " + steps.length + " with rollouts · " + data.probe_steps.length + " probe evaluations"),
+      h("div", { class: "meta", id: "metrics-source" }, rows.length + " steps in " + (data.metrics_source || "metrics.jsonl") + " · " + steps.length + " with rollouts · " + data.probe_steps.length + " probe evaluations"),
       rewardLine, problemsBlock(data.problems, "training-problems"), charts, h("div", { class: "stepper" }, h("label", {}, "step ", slider), sliderLabel, extra)),
       stepPanel, probeGrid(run, data));
     drawCharts();
@@ -812,6 +925,40 @@
           dcell(q.d_accuracy, 2), dcell(q.d_reward))))));
   }
 
+  // ---- a folder of runs: pick one, or two to compare ------------------------------------------------
+  async function showRuns(parent) {
+    if (!parent) {
+      $("#app").replaceChildren(h("p", { class: "notice" }, "The viewer was started on a run, not on a folder of runs."));
+      return;
+    }
+    const pick = async (a, b) => {
+      try {
+        runsInfo = await api.select(a, b || "");
+      } catch (err) { $("#runs-error").textContent = err.message; return; }
+      const [ra, rb] = runsInfo.runs;
+      // two training runs compare on their last steps' rollouts; evaluation runs open side by side in the list
+      const target = !b ? (ra.training ? "#/training/A" : "#/") : ra.training && rb.training ? "#/compare?a=A@s" + ra.last_step + "&b=B@s" + rb.last_step : "#/";
+      if (location.hash === target) route(); else location.hash = target;
+    };
+    const chosen = () => ({ a: (document.querySelector("input[name=run-a]:checked") || {}).value, b: (document.querySelector("input[name=run-b]:checked") || {}).value });
+    const what = (r) => r.training ? "training run · " + r.steps + " steps with rollouts" + (r.probes ? " · " + r.probes + " probe steps" : "") : r.episodes + " episodes" + (r.status ? " · " + r.status : "");
+    const compareBtn = h("button", { id: "runs-compare", disabled: true, onclick: () => { const c = chosen(); pick(c.a, c.b); } }, "compare A with B");
+    const update = () => { const c = chosen(); compareBtn.disabled = !(c.a && c.b && c.a !== c.b); };
+    const cur = parent.selected;
+    $("#app").replaceChildren(h("section", { class: "panel", id: "runs-view" },
+      h("h2", {}, "Runs in " + parent.path),
+      h("p", { class: "meta" }, "Open one run, or mark A and B and compare them (two evaluation runs on the same samples: side by side; two training runs: the compare view of their last steps' rollouts)."),
+      h("table", { class: "group", id: "runs-table" },
+        h("tr", {}, ["run", "what", "A", "B", ""].map((t) => h("th", {}, t))),
+        parent.runs.map((r, k) => h("tr", { "data-run": r.name },
+          h("td", {}, h("b", {}, r.name)), h("td", { class: "meta" }, what(r)),
+          h("td", {}, h("input", { type: "radio", name: "run-a", value: r.name, checked: cur.length ? cur[0] === r.name : k === 0, onchange: update })),
+          h("td", {}, h("input", { type: "radio", name: "run-b", value: r.name, checked: cur[1] === r.name, onchange: update })),
+          h("td", {}, h("button", { class: "primary run-open", onclick: () => pick(r.name) }, "open"))))),
+      h("div", { class: "stepper" }, compareBtn, h("span", { class: "no", id: "runs-error" }))));
+    update();
+  }
+
   // ---- play mode --------------------------------------------------------------------------------
   async function showPlay() {
     if (api.static) {
@@ -833,7 +980,9 @@
   async function startPlay(sampleId, area) {
     let st;
     try { st = await api.playStart(sampleId); } catch (err) { area.replaceChildren(h("div", { class: "error-banner", id: "play-error" }, err.message)); return; }
-    const state = { sel: null, calls: [], turns: [], evidence: st.evidence, showClues: false, done: false, allFrames: [] };
+    // coverage, evidence score and each crop's gain come from the clue intervals: the server sends
+    // them only when the episode has ended, and the page shows them from then on
+    const state = { sel: null, calls: [], turns: [], evidence: null, showClues: false, done: false, allFrames: [] };
     const startIn = h("input", { type: "number", step: "0.1", min: 0, max: st.duration, id: "crop-start" });
     const endIn = h("input", { type: "number", step: "0.1", min: 0, max: st.duration, id: "crop-end" });
     const thinkIn = h("input", { type: "text", id: "play-think", placeholder: "optional reasoning, sent as <think>" });
@@ -844,11 +993,15 @@
     const log = h("div", { id: "play-log" });
     const message = h("div", { id: "play-message" });
     const clues = h("input", { type: "checkbox", id: "play-show-clues", onchange: () => { state.showClues = clues.checked; drawTl(); } });
-    const drawTl = () => tlHolder.replaceChildren(timeline({
+    const tlZoom = h("div", { id: "play-zoom" });
+    const drawTl = () => tlZoom.replaceChildren(zoomTools(() => state.view, st.duration, (v) => { state.view = v; drawTl(); })) || tlHolder.replaceChildren(timeline({
       width: tlHolder.clientWidth, end: st.duration, clues: st.clue_intervals, showClues: state.showClues, initial: st.frames, allFrames: state.allFrames, calls: state.calls, currentTurn: null,
-      selection: state.sel, frameTicks: [], onDrag: state.done ? null : (a, b) => { state.sel = [a, b]; startIn.value = a.toFixed(1); endIn.value = b.toFixed(1); },
+      selection: state.sel, frameTicks: [], hideGain: !state.done, view: state.view, onZoom: (v) => { state.view = v; drawTl(); }, onDrag: state.done ? null : (a, b) => { state.sel = [a, b]; startIn.value = a.toFixed(1); endIn.value = b.toFixed(1); },
     }));
-    const drawStatus = () => { status.textContent = "turn " + state.turns.length + " of at most " + st.max_turns + " · coverage " + fmt(state.evidence.coverage) + " · evidence score " + fmt(state.evidence.score); };
+    const drawStatus = () => {
+      status.textContent = "turn " + state.turns.length + " of at most " + st.max_turns +
+        (state.evidence ? " · coverage " + fmt(state.evidence.coverage) + " · evidence score " + fmt(state.evidence.score) : " · coverage and evidence score are shown once you answer");
+    };
     const controls = [];
     const send = async (action) => {
       if (state.done) return;
@@ -856,8 +1009,8 @@
       let out;
       try { out = await api.playStep(st.session, action); } catch (err) { message.replaceChildren(h("div", { class: "error-banner", id: "play-error" }, err.message)); controls.forEach((c) => (c.disabled = false)); return; }
       message.replaceChildren();
+      thinkIn.value = ""; // each turn's reasoning is its own
       state.turns.push(out);
-      state.evidence = out.evidence;
       state.allFrames = state.allFrames.concat(out.frames);
       if (out.call) state.calls.push({ n: state.calls.length + 1, turn: out.turn, start: out.call.start, end: out.call.end, gain: out.call.gain, duplicate_of: out.call.duplicate_of, fragment: out.call.fragment, clipped: out.call.clipped, rejected: false });
       else if (out.error && ["crop_video", "invalid"].includes(out.action.type)) state.calls.push({ n: state.calls.length + 1, turn: out.turn, start: out.action.start, end: out.action.end, gain: null, rejected: true, reason: out.error });
@@ -866,6 +1019,11 @@
         out.error ? h("div", { class: "turn-error" }, "rejected: " + out.error) : null, h("div", { class: "observation" }, out.text), out.frames.length ? framesBlock(out.frames, "turn " + out.turn) : null));
       if (out.terminated || out.truncated) {
         state.done = true;
+        state.evidence = out.evidence;
+        // the crops with their evidence gains, now that the answer is in
+        const gains = {};
+        for (const c of out.calls || []) gains[c.turn] = c;
+        for (const c of state.calls) if (gains[c.turn]) c.gain = gains[c.turn].gain;
         const saved = out.saved || {};
         message.replaceChildren(h("section", { class: "panel", id: "play-result" }, h("h2", {}, out.terminated ? "Answered" : "Turn budget spent"),
           h("div", { class: "answer-line" }, h("span", {}, "your answer: ", h("b", {}, out.prediction === null ? "(none)" : out.prediction)), h("span", {}, "ground truth: ", h("b", {}, out.answer)),
@@ -887,7 +1045,7 @@
     area.replaceChildren(h("section", { class: "panel", id: "play-episode", "data-session": st.session },
       h("h2", {}, st.sample_id + " · " + st.problem_type), h("div", { class: "question" }, st.question), (st.options || []).length ? h("ol", { class: "options" }, st.options.map((o) => h("li", {}, o))) : null,
       h("h3", {}, "initial frames"), framesBlock(st.frames, "initial"),
-      h("h3", {}, "timeline (drag to select a span)"), tlHolder, h("label", { class: "meta" }, clues, " show clue intervals"), status,
+      h("h3", {}, "timeline (drag to select a span)"), tlZoom, tlHolder, h("label", { class: "meta" }, clues, " show clue intervals"), status,
       h("div", { class: "play-row" }, h("label", {}, "reasoning (optional)", thinkIn)),
       h("div", { class: "play-row" }, h("label", {}, "start (s)", startIn), h("label", {}, "end (s)", endIn), cropBtn),
       h("div", { class: "play-row" }, h("label", {}, "answer", answerIn), optionButtons, answerBtn),

@@ -1,0 +1,236 @@
+"""verl's generation dumps as trajectories, so a verl (GPU) training run is viewed like a local one.
+
+verl 0.9.1 writes one JSONL file per step with `trainer.rollout_data_dir` (training rollouts) and
+`trainer.validation_data_dir` (validation), named `<global_step>.jsonl`; `run_csgrpo.py --backend
+verl` points them at `RUN/rollouts/` and `RUN/probes/`. Each line is one response:
+
+    {"input": decoded prompt, "output": decoded response, "gts": ground truth, "score": reward,
+     "step": global step, <every reward extra key>: value, ...}
+
+(`RayTrainer._write_generations`). What the extra keys are depends on the trainer:
+
+- the legacy trainer (`trainer.use_v1=false`) and every validation dump: all the keys our
+  `compute_score` returned (`training/reward_fn.py`), among them `videoseek_episode`, the sample
+  and the agent loop's record (episode summary with every assistant turn and accepted crop, final
+  evidence, reward and components, failure) as a JSON string. From that a full trajectory is
+  rebuilt: each assistant turn parsed by the env's own parser, each accepted crop replayed on the
+  env's `EvidenceState` (so gains, duplicates and fragments are what the env computed), the reward
+  components as recorded. What the dump does not hold is said on the page: the tool's answers
+  (text and frames) and the advantage.
+- the v1 trainer's training dump (`trainer.use_v1=true`, verl's default) writes only `uid`: the
+  episode is then the decoded response as one turn, its prediction the last `<answer>`, its crops
+  the `<tool_call>`s in the text, its group the uid's prompt part; the line says so.
+
+Nothing here raises on the content of a file: a line that cannot be used becomes a line the run
+index reports by file and line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+DUMP = re.compile(r"^(\d+)\.jsonl$")
+VIEW_KEY = "videoseek_episode"  # training/records.py VIEW_KEY
+SCHEMA_VERSION = 1
+NOT_IN_DUMP = "(the tool's answer is not in verl's dump)"
+_BETWEEN = re.compile(r"\nuser\n(.*?)\nassistant\n", re.DOTALL)
+TEXT_ONLY = ("verl's v1 training dump (trainer.use_v1=true) holds the decoded prompt and response, the ground truth and the score only: "
+             "the turns are read from the text; evidence, reward components, frames and the sample's clue intervals are not in it")
+_USER = re.compile(r"(?:^|\n)user\n(.*?)(?:\nassistant\n|$)", re.DOTALL)
+
+
+def dump_files(root: Path, kind: str) -> dict[int, Path]:
+    """{step: file} of verl's dumps `root/kind/<step>.jsonl` (kind: rollouts or probes)."""
+    base = root / kind
+    try:
+        entries = list(base.iterdir()) if base.is_dir() else []
+    except OSError:
+        return {}
+    out = {int(m.group(1)): e for e in entries if (m := DUMP.match(e.name)) and e.is_file()}
+    return dict(sorted(out.items()))
+
+
+def _float(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if value == value and abs(value) != float("inf") else None
+
+
+def _question(prompt: str) -> str:
+    """The user's text of a decoded chat prompt (special tokens already dropped by verl)."""
+    found = _USER.findall(prompt or "")
+    return found[-1].strip() if found else (prompt or "").strip()
+
+
+def _group_of_uid(uid: str) -> tuple[str, int]:
+    """verl's v1 uid `<prompt uid>_<rollout>_<output>` -> (prompt uid, rollout index)."""
+    parts = uid.rsplit("_", 2)
+    if len(parts) == 3 and parts[1].isdigit():
+        return parts[0], int(parts[1])
+    return uid, 0
+
+
+def _turns_from_record(sample: dict[str, Any], record: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The episode's turns: each assistant turn parsed by the env's parser, accepted crops replayed
+    on the env's evidence state. Returns (turns, notes)."""
+    from videoseek.envs.actions import CropVideo, action_to_dict, parse_action
+    from videoseek.envs.evidence import EvidenceState
+
+    episode = record.get("episode") if isinstance(record.get("episode"), dict) else {}
+    texts = [t for t in episode.get("assistant_turns") or [] if isinstance(t, str)]
+    accepted = [c for c in episode.get("calls") or [] if isinstance(c, (list, tuple)) and len(c) == 2]
+    duration = _float(episode.get("duration")) or _float(sample.get("duration")) or 0.0
+    state = EvidenceState([tuple(c) for c in sample.get("clue_intervals") or []], duration)
+    notes: list[str] = []
+    turns: list[dict[str, Any]] = []
+    k = 0  # next accepted call
+    for index, text in enumerate(texts):
+        parsed = parse_action(text)
+        act = parsed.action
+        call, error = None, None
+        if isinstance(act, CropVideo):
+            want = (min(max(act.start, 0.0), duration), min(max(act.end, 0.0), duration))
+            if k < len(accepted) and abs(want[0] - float(accepted[k][0])) < 1e-6 and abs(want[1] - float(accepted[k][1])) < 1e-6:
+                ev = state.add(float(accepted[k][0]), float(accepted[k][1]))
+                k += 1
+                call = {"index": ev.index, "start": ev.start, "end": ev.end, "requested": [act.start, act.end],
+                        "clipped": (ev.start, ev.end) != (act.start, act.end), "gain": ev.gain, "duplicate_of": ev.duplicate_of,
+                        "fragment": ev.adjacent_to_previous, "best_prior_tiou": ev.best_prior_tiou}  # fmt: skip
+            else:
+                error = "rejected by the env (the reason is not in verl's dump)"
+        turns.append({
+            "index": index, "assistant": text, "action": action_to_dict(act), "think": parsed.think, "repairs": parsed.repairs,
+            "dialect": parsed.dialect, "error": error, "observation": {"text": NOT_IN_DUMP, "frames": []},
+            "evidence": {**state.snapshot(), "gain": call["gain"] if call else None}, "call": call,
+        })  # fmt: skip
+    if k < len(accepted):
+        notes.append(f"{len(accepted) - k} of the record's {len(accepted)} crops match no assistant turn")
+    return turns, notes
+
+
+def _from_view(line: dict[str, Any], view: dict[str, Any], step: int, n: int) -> dict[str, Any]:
+    """A trajectory from a line that carries `videoseek_episode` (compute_score's JSON)."""
+    sample = view.get("sample") if isinstance(view.get("sample"), dict) else {}
+    record = view.get("record") if isinstance(view.get("record"), dict) else {}
+    episode = record.get("episode") if isinstance(record.get("episode"), dict) else {}
+    turns, notes = _turns_from_record(sample, record)
+    prediction = episode.get("prediction")
+    acc = _float(line.get("acc"))
+    metadata = sample.get("metadata") if isinstance(sample.get("metadata"), dict) else {}
+    sample_id = str(sample.get("id") or record.get("sample_id") or "")
+    components = {k: v for k, v in (record.get("reward_components") or {}).items() if _float(v) is not None}
+    uid = line.get("uid") if isinstance(line.get("uid"), str) else None
+    group, gindex = _group_of_uid(uid) if uid else (f"step{step}:{sample_id}", n)
+    return {
+        "schema_version": SCHEMA_VERSION, "episode_id": f"{sample_id}/step{step}/{uid or n}", "sample_id": sample_id, "policy": "verl",
+        "group": {"id": group, "index": gindex, "role": "origin"}, "question": str(sample.get("question") or ""), "options": sample.get("options"),
+        "answer": str(sample.get("answer") or line.get("gts") or ""), "problem_type": str(sample.get("problem_type") or ""),
+        "duration": _float(episode.get("duration")) or _float(sample.get("duration")) or 0.0,
+        "clue_intervals": sample.get("clue_intervals") or [], "key_frames": sample.get("key_frames") or [],
+        "data_source": str(sample.get("data_source") or ""), "task_kind": metadata.get("task_kind"), "video": str(sample.get("video") or ""),
+        "initial": {"text": NOT_IN_DUMP, "frames": []}, "turns": turns, "prediction": prediction,
+        "correct": None if acc is None else acc >= 1.0, "accuracy": acc, "reward": _float(line.get("score")) or 0.0,
+        "reward_components": components, "advantage": None, "terminated": record.get("ended_by") == "env" and not episode.get("truncated"),
+        "truncated": bool(episode.get("truncated")), "failure": record.get("failure") or None,
+        "metrics": {"verl": {"source": "videoseek_episode", "group_reward": record.get("group_reward"), "ended_by": record.get("ended_by"), "notes": notes}},
+    }  # fmt: skip
+
+
+def _split_turns(output: str) -> list[tuple[str, str | None]]:
+    """A decoded multi-turn response as [(assistant text, the tool's answer after it or None)].
+
+    verl decodes with `skip_special_tokens=True`, so Qwen's `<|im_end|>\n<|im_start|>user\n ...
+    <|im_end|>\n<|im_start|>assistant\n` between turns is left as `\nuser\n ... \nassistant\n`."""
+    parts = _BETWEEN.split(output)
+    out = []
+    for k in range(0, len(parts), 2):
+        tool = parts[k + 1] if k + 1 < len(parts) else None
+        if tool is not None:
+            tool = re.sub(r"^\s*<tool_response>\s*|\s*</tool_response>\s*$", "", tool)
+        out.append((parts[k], tool))
+    return out
+
+
+def _from_text(line: dict[str, Any], step: int, n: int) -> dict[str, Any]:
+    """A trajectory from the decoded text alone (v1 training dumps: input, output, gts, score, uid)."""
+    from videoseek.envs.actions import Answer, CropVideo, action_to_dict, parse_action
+
+    output = line.get("output") if isinstance(line.get("output"), str) else ""
+    uid = line.get("uid") if isinstance(line.get("uid"), str) else ""
+    group, gindex = _group_of_uid(uid) if uid else (f"step{step}", n)
+    gts = line.get("gts")
+    answer = gts if isinstance(gts, str) else json.dumps(gts) if gts is not None else ""
+    turns, prediction, ends = [], None, [1.0]
+    for index, (text, tool) in enumerate(_split_turns(output)):
+        parsed = parse_action(text)
+        act = parsed.action
+        error = tool[len("Error: "):].split(". Call the tool as")[0] if tool and tool.startswith("Error: ") else None
+        call = None
+        if isinstance(act, CropVideo) and error is None and tool is not None:
+            call = {"index": sum(t["call"] is not None for t in turns), "start": act.start, "end": act.end, "requested": [act.start, act.end],
+                    "clipped": False, "gain": None}  # fmt: skip
+            ends.append(act.end)
+        if isinstance(act, Answer):
+            prediction = act.text
+        turns.append({
+            "index": index, "assistant": text, "action": action_to_dict(act), "think": parsed.think, "repairs": parsed.repairs,
+            "dialect": parsed.dialect, "error": error, "call": call, "evidence": {"coverage": None, "precision": None, "score": None},
+            "observation": {"text": tool if tool is not None else "", "frames": []},
+        })  # fmt: skip
+    prompt = line.get("input") if isinstance(line.get("input"), str) else ""
+    return {
+        "schema_version": SCHEMA_VERSION, "episode_id": f"step{step}/{uid or n}", "sample_id": group, "policy": "verl",
+        "group": {"id": group, "index": gindex, "role": "origin"}, "question": _question(prompt), "answer": answer, "problem_type": "",
+        "duration": max(ends), "video": "", "initial": {"text": prompt, "frames": []}, "turns": turns, "prediction": prediction,
+        "correct": None if prediction is None or not answer else prediction.strip().upper() == answer.strip().upper(),
+        "reward": _float(line.get("score")) or 0.0, "reward_components": {}, "advantage": None, "terminated": prediction is not None,
+        "metrics": {"verl": {"source": "decoded text", "note": TEXT_ONLY}},
+    }  # fmt: skip
+
+
+def convert_line(raw: bytes, step: int, n: int) -> bytes:
+    """One dump line as one trajectory line; a line that is not a usable JSON object is passed on
+    unchanged, or replaced by an object that names its problem, so the run index reports it."""
+    try:
+        line = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return raw  # the index reports "invalid JSON" (or a truncated last line) with this line number
+    if not isinstance(line, dict):
+        return raw
+    view = line.get(VIEW_KEY)
+    if isinstance(view, str):
+        try:
+            view = json.loads(view)
+        except json.JSONDecodeError as exc:
+            return json.dumps({"episode_id": f"step{step}/line-{n + 1}", "_problem": f"line {n + 1}: {VIEW_KEY} is not JSON ({exc.msg})"}).encode()
+    if isinstance(view, dict) and isinstance(view.get("record"), dict):
+        out = _from_view(line, view, step, n)
+    elif "output" in line:
+        out = _from_text(line, step, n)
+        sample = view.get("sample") if isinstance(view, dict) else None
+        if isinstance(sample, dict):  # a row that did not come from the agent loop: its sample, its text
+            out.update({k: sample[k] for k in ("question", "options", "answer", "problem_type", "clue_intervals", "video", "duration") if sample.get(k) is not None})
+            out["sample_id"] = str(sample.get("id") or out["sample_id"])
+    else:
+        return json.dumps({"episode_id": f"step{step}/line-{n + 1}", "_problem": f"line {n + 1}: not a verl dump line (no 'output')"}).encode()
+    return json.dumps(out, ensure_ascii=False).encode("utf-8")
+
+
+def convert_dump(src: Path, dest_dir: Path, step: int) -> None:
+    """Write `dest_dir/trajectories.jsonl` from verl's dump `src`, one line for each of its lines."""
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    data = src.read_bytes()
+    lines = data.split(b"\n")
+    out = []
+    for n, raw in enumerate(lines):
+        if not raw.strip():
+            out.append(b"")
+            continue
+        out.append(raw if n == len(lines) - 1 else convert_line(raw, step, n))  # an unfinished last line stays as it is
+    tmp = dest_dir / "trajectories.jsonl.tmp"
+    tmp.write_bytes(b"\n".join(out))
+    os.replace(tmp, dest_dir / "trajectories.jsonl")
