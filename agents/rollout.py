@@ -316,6 +316,11 @@ def run_rollouts(
             if eps and not all(e.episode_id in done_ids for e in eps):
                 yield eps
 
+    seen_ids: set[str] = set()
+    for s in samples:  # a sample's id names its group: two samples under one id would share it
+        if s.id in seen_ids:
+            raise ValueError(f"run_rollouts: duplicate sample id {s.id!r} (each sample's episodes form one group)")
+        seen_ids.add(s.id)
     todo_ids = {e.episode_id for eps in groups() for e in eps}  # ids only: the Episodes are planned again lazily
     if writer:
         writer.drop(todo_ids)

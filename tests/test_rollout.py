@@ -234,3 +234,8 @@ def test_streaming_run_plans_lazily_and_keeps_nothing(synth_samples, tmp_path):
 
     drive_episodes(planned(), OraclePolicy(), config, batch_episodes=3, on_done=lambda ep: drawn_at_first_end.append(drawn[0]))
     assert drawn_at_first_end[0] == 3 and drawn[0] == 2 * len(synth_samples)
+
+
+def test_duplicate_sample_ids_are_refused(synth_samples):
+    with pytest.raises(ValueError, match="duplicate sample id"):
+        run_rollouts([synth_samples[0], synth_samples[0]], OraclePolicy(), progress=False)
