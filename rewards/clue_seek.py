@@ -86,9 +86,10 @@ def evidence_trace(calls: Sequence[Sequence[float]], clue_intervals: Sequence[Se
             continue
         retrieved = union([*retrieved, span])
         after = tiou(retrieved, clues)
-        coverage = measure(intersection(retrieved, clues)) / clue_len if clue_len > 0 else 0.0
+        hit = measure(intersection(retrieved, clues))
+        coverage = hit / clue_len if clue_len > 0 else 0.0
         # without clue annotations nothing can be called irrelevant
-        irrelevant = (measure(retrieved) - measure(intersection(retrieved, clues))) / duration if clue_len > 0 and duration > 0 else 0.0
+        irrelevant = (measure(retrieved) - hit) / duration if clue_len > 0 and duration > 0 else 0.0
         out.append({"span": span, "score_before": before, "score_after": after, "gain": after - before, "coverage": coverage,
                     "irrelevant": irrelevant})  # fmt: skip
         before = after
