@@ -232,3 +232,26 @@ def test_markup_in_a_question_stays_text(tmp_path, tiny_model, index_video, ques
     _, out = run_worker(cfg, server, n=1)
     record = out.non_tensor_batch["videoseek"][0]
     assert record["failure"] is None and record["episode"]["prediction"] == "B"
+
+
+def test_an_episode_dump_that_cannot_be_written_warns_once_and_goes_on(tmp_path, caplog):
+    import json
+
+    from omegaconf import OmegaConf
+
+    from videoseek.training.episode_dump import EpisodeDump, dump_dir
+
+    assert dump_dir(OmegaConf.create({"trainer": {"rollout_data_dir": str(tmp_path), "use_v1": True}})) == tmp_path / "videoseek"
+    assert dump_dir(OmegaConf.create({"trainer": {"rollout_data_dir": str(tmp_path), "use_v1": False}})) is None  # legacy dumps carry it
+    assert dump_dir(OmegaConf.create({"trainer": {"rollout_data_dir": None}})) is None
+    (tmp_path / "file").write_text("")
+    dump = EpisodeDump(tmp_path / "file" / "videoseek")  # a folder under a file: every write fails
+    with caplog.at_level("WARNING", logger="videoseek.training.episode_dump"):
+        dump.write("u_0_0", 3, 1.0, "{}")
+        dump.write("u_1_0", 3, 0.0, "{}")
+    assert len(caplog.records) == 1 and "cannot write the episode dump" in caplog.records[0].getMessage()
+    good = EpisodeDump(tmp_path / "videoseek")
+    good.write("u_0_0", 3, 1.0, '{"sample": {}}')
+    good.write("u_1_0", 3.0, 0.0, "{}")
+    lines = [json.loads(x) for x in good.path(3).read_text().splitlines()]
+    assert [(x["key"], x["step"], x["acc"]) for x in lines] == [("u_0_0", 3, 1.0), ("u_1_0", 3, 0.0)]

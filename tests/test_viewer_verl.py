@@ -42,7 +42,7 @@ def legacy_dump(cfg, out, tokenizer, step):
 @pytest.fixture(scope="module")
 def legacy_run(tmp_path_factory, tiny_model, exported):  # noqa: F811
     tmp = tmp_path_factory.mktemp("verl-legacy")
-    cfg = make_config(tmp, tiny_model, exported)
+    cfg = make_config(tmp, tiny_model, exported, overrides={"trainer.use_v1": False})
     worker, out = run_worker(cfg, scripted(tiny_model, [CROP, ANSWER]), n=2)
     legacy_dump(cfg, out, worker.tokenizer, step=3)
     return tmp / "run", out
@@ -54,6 +54,7 @@ def test_legacy_dump_lines_carry_the_episode_and_rebuild_it(legacy_run, index_sa
     assert len(lines) == 2 and {"input", "output", "gts", "score", "step", "acc", "videoseek_episode"} <= set(lines[0])
     view = json.loads(lines[0]["videoseek_episode"])
     assert view["sample"]["id"] == "idx-1" and view["record"]["calls"] == [[11.5, 14.0]]
+    assert not (run / "rollouts" / "videoseek").exists()  # the legacy dump carries the episode: the agent loop writes none
 
     app = ViewerApp([run])
     assert app.api_runs()["runs"][0] == {**app.api_runs()["runs"][0], "training": True, "steps": 1}
@@ -102,7 +103,9 @@ def test_a_broken_or_truncated_dump_line_is_named_by_file_and_line(legacy_run, t
     app.close()
 
 
-def test_v1_training_dump_holds_text_only_and_is_read_from_it(tmp_path, tiny_model, exported, monkeypatch):  # noqa: F811
+@pytest.fixture(scope="module")
+def v1_run(tmp_path_factory, tiny_model, exported):  # noqa: F811
+    """One step of verl's v1 trainer (the default) with `rollout_data_dir`: verl's dump and the agent loop's episodes."""
     pytest.importorskip("transfer_queue")
     import transfer_queue as tq
     from verl.utils.debug import marked_timer
@@ -110,29 +113,69 @@ def test_v1_training_dump_holds_text_only_and_is_read_from_it(tmp_path, tiny_mod
 
     from test_training_verl_v1 import V1Run
 
-    InMemoryTransferQueue().install(monkeypatch)
-    cfg = make_config(tmp_path, tiny_model, exported, group_size=2, batch_size=1)
-    run = V1Run(cfg, tiny_model, scripts=[[CROP, ANSWER], [WRONG]])
-    try:
-        trainer = run.trainer
-        trainer._init_dump_executor()  # what PPOTrainer.__init__ does (the harness builds the trainer without it)
-        trainer.global_steps += 1
-        metrics, timing = {}, {}
-        trainer.timing_raw = timing
-        with marked_timer("step", timing):
-            batch = trainer.step(metrics, timing)
-            trainer.on_step_end()
-        trainer._compute_metrics(batch, metrics, timing, global_steps=trainer.global_steps, epoch=0)
-        trainer._log_rollout_data(batch, timing, cfg.trainer.rollout_data_dir)  # fit()'s step 6
-        trainer._shutdown_dump_executor()
-        tq.kv_clear(keys=batch.keys, partition_id=batch.partition_id)
-    finally:
-        run.close()
-    dump = tmp_path / "run" / "rollouts" / "1.jsonl"
-    lines = [json.loads(x) for x in dump.read_text().splitlines()]
-    assert len(lines) == 2 and set(lines[0]) == {"input", "output", "gts", "score", "step", "uid"}  # v1 dumps no reward extra keys
+    tmp = tmp_path_factory.mktemp("verl-v1")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        InMemoryTransferQueue().install(monkeypatch)
+        cfg = make_config(tmp, tiny_model, exported, group_size=2, batch_size=1)
+        run = V1Run(cfg, tiny_model, scripts=[[CROP, ANSWER], [WRONG]])
+        try:
+            trainer = run.trainer
+            trainer._init_dump_executor()  # what PPOTrainer.__init__ does (the harness builds the trainer without it)
+            trainer.global_steps += 1
+            metrics, timing = {}, {}
+            trainer.timing_raw = timing
+            with marked_timer("step", timing):
+                batch = trainer.step(metrics, timing)
+                trainer.on_step_end()
+            trainer._compute_metrics(batch, metrics, timing, global_steps=trainer.global_steps, epoch=0)
+            stored = tq.kv_batch_get(keys=batch.keys, partition_id="train", select_fields=["extra_fields", "rm_scores"])
+            trainer._log_rollout_data(batch, timing, cfg.trainer.rollout_data_dir)  # fit()'s step 6
+            trainer._shutdown_dump_executor()
+            tq.kv_clear(keys=batch.keys, partition_id=batch.partition_id)
+        finally:
+            run.close()
+    records = {key: ef["videoseek"] for key, ef in zip(batch.keys, stored["extra_fields"])}
+    return tmp / "run", records
 
-    app = ViewerApp([tmp_path / "run"])
+
+def test_v1_training_dump_is_joined_with_the_agent_loops_episodes(v1_run, index_sample_module):  # noqa: F811
+    run, records = v1_run
+    lines = [json.loads(x) for x in (run / "rollouts" / "1.jsonl").read_text().splitlines()]
+    assert len(lines) == 2 and set(lines[0]) == {"input", "output", "gts", "score", "step", "uid"}  # v1 dumps no reward extra keys
+    (episode_file,) = (run / "rollouts" / "videoseek").iterdir()
+    assert episode_file.name.startswith("1.")  # the prompt's step
+    episodes = {e["key"]: e for e in map(json.loads, episode_file.read_text().splitlines())}
+    assert set(episodes) == {line["uid"] for line in lines} == set(records)  # one per trajectory, keyed as verl's dump
+
+    app = ViewerApp([run])
+    step = app.api_step({"run": ["A"], "step": ["1"]})
+    assert step["problems"] == []
+    (group,) = step["groups"]
+    assert group["n"] == 2 and sorted(r["correct"] for r in group["rollouts"]) == [False, True]
+    by_correct = {r["correct"]: r for r in group["rollouts"]}
+    right = app.api_episode({"run": ["A@s1"], "i": [str(by_correct[True]["index"])]})["episode"]
+    record = next(r for r in records.values() if r["calls"])
+    assert right["question"] == index_sample_module.question and right["clue_intervals"] == [[12.0, 13.5]]
+    assert [t["action"]["type"] for t in right["turns"]] == ["crop_video", "answer"] and right["prediction"] == "B"
+    assert [(c["start"], c["end"], c["rejected"]) for c in right["calls"]] == [(11.5, 14.0, False)]
+    assert right["calls"][0]["gain"] == pytest.approx(record["evidence"]["score"])  # the env's evidence state, replayed
+    assert right["turns"][-1]["evidence"]["coverage"] == pytest.approx(record["evidence"]["coverage"])
+    assert right["reward_components"] == pytest.approx(record["reward_components"])
+    assert right["reward"] == pytest.approx(next(x["score"] for x in lines if x["uid"] == next(k for k, r in records.items() if r["calls"])))
+    assert right["reward_explained"]["matches"] is True
+    wrong = app.api_episode({"run": ["A@s1"], "i": [str(by_correct[False]["index"])]})["episode"]
+    assert wrong["prediction"] == "A" and wrong["calls"] == [] and wrong["correct"] is False
+    training = app.api_training({"run": ["A"]})
+    assert training["metrics"][0]["coverage"] == pytest.approx(sum(r["evidence"]["coverage"] for r in records.values()) / 2)
+    app.close()
+
+
+def test_v1_dump_without_the_episode_dump_is_read_from_its_text(v1_run, tmp_path):
+    run, _ = v1_run
+    copy = tmp_path / "run"
+    (copy / "rollouts").mkdir(parents=True)
+    (copy / "rollouts" / "1.jsonl").write_bytes((run / "rollouts" / "1.jsonl").read_bytes())  # the episodes left behind
+    app = ViewerApp([copy])
     step = app.api_step({"run": ["A"], "step": ["1"]})
     (group,) = step["groups"]
     assert group["n"] == 2 and sorted(r["correct"] for r in group["rollouts"]) == [False, True]
@@ -141,19 +184,40 @@ def test_v1_training_dump_holds_text_only_and_is_read_from_it(tmp_path, tiny_mod
     assert [t["action"]["type"] for t in right["turns"]] == ["crop_video", "answer"]
     assert [(c["start"], c["end"]) for c in right["calls"]] == [(11.5, 14.0)]
     assert right["turns"][0]["observation"]["text"].startswith("crop_video returned")  # the tool's answer, from the decoded text
-    assert right["prediction"] == "B" and "Which colour flashes?" in right["question"]
-    wrong = app.api_episode({"run": ["A@s1"], "i": [str(by_correct[False]["index"])]})["episode"]
-    assert wrong["prediction"] == "A" and wrong["calls"] == []
+    assert right["prediction"] == "B" and "Which colour flashes?" in right["question"] and right["clue_intervals"] == []
     app.close()
 
 
-def test_a_verl_run_in_the_browser_training_group_and_episode(legacy_run):
+def test_an_episode_dump_of_an_earlier_prompt_step_is_found(v1_run, tmp_path):
+    # An off-policy trainer dumps at step 2 the episodes of prompts drawn at step 1.
+    run, records = v1_run
+    copy = tmp_path / "run"
+    (copy / "rollouts" / "videoseek").mkdir(parents=True)
+    (copy / "rollouts" / "2.jsonl").write_bytes((run / "rollouts" / "1.jsonl").read_bytes())
+    (src,) = (run / "rollouts" / "videoseek").iterdir()
+    lines = src.read_text().splitlines()
+    (copy / "rollouts" / "videoseek" / src.name).write_text(lines[0] + "\n" + "{torn")  # one episode, then a torn line
+    (copy / "rollouts" / "videoseek" / "3.other.jsonl").write_text(lines[1] + "\n")  # a later step's file is not read
+    app = ViewerApp([copy])
+    rollouts = app.api_step({"run": ["A"], "step": ["2"]})["groups"][0]["rollouts"]
+    eps = [app.api_episode({"run": ["A@s2"], "i": [str(r["index"])]})["episode"] for r in rollouts]
+    assert sorted(bool(e["clue_intervals"]) for e in eps) == [False, True]  # the one found is whole, the other is text only
+    app.close()
+
+
+@pytest.mark.parametrize("trainer", ["legacy", "v1"])
+def test_a_verl_run_in_the_browser_training_group_and_episode(trainer, request):
     from browser_support import CHROMIUM, CHROMIUM_ARGS, sync_api_or_skip
 
     from videoseek.viewer.server import serve_in_thread
 
     sync_api = sync_api_or_skip()
-    run, out = legacy_run
+    if trainer == "legacy":
+        run, out = request.getfixturevalue("legacy_run")
+        step, scores = 3, [float(s) for s in out.non_tensor_batch["score"]]
+    else:
+        run, _ = request.getfixturevalue("v1_run")
+        step, scores = 1, [json.loads(x)["score"] for x in (run / "rollouts" / "1.jsonl").read_text().splitlines()]
     app = ViewerApp([run])
     srv, thread = serve_in_thread(app)
     try:
@@ -163,15 +227,15 @@ def test_a_verl_run_in_the_browser_training_group_and_episode(legacy_run):
             errors = []
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.goto(srv.url)  # a training run opens on its training page
-            page.wait_for_selector("#step-view[data-step='3']")
+            page.wait_for_selector(f"#step-view[data-step='{step}']")
             assert page.locator("svg.chart[data-title='reward'] circle").count() == 1  # a curve point per dumped step
             assert "verl's rollout dumps" in page.locator("#metrics-source").inner_text()
             assert "no grpo.json" in page.locator("#step-view").inner_text()
             page.locator("#groups-table a.group-link").first.click()
             page.wait_for_selector("#group-view")
             rewards = page.locator("#group-rollouts tr[data-episode]").evaluate_all("rs => rs.map(r => Number(r.dataset.reward))")
-            assert sorted(rewards) == pytest.approx(sorted(float(s) for s in out.non_tensor_batch["score"]))
-            page.locator("#group-rollouts tr[data-episode] a").first.click()
+            assert sorted(rewards) == pytest.approx(sorted(scores))
+            page.locator("#group-rollouts tr[data-episode] a").nth(rewards.index(max(rewards))).click()  # the rollout that crops
             page.wait_for_selector("section.panel.episode svg.timeline")
             spans = page.locator("svg.timeline rect.call").evaluate_all("els => els.map(e => [Number(e.dataset.start), Number(e.dataset.end)])")
             assert spans == [[11.5, 14.0]]

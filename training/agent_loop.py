@@ -28,6 +28,9 @@ and token ids out. This loop:
    state, reward preset and, for group presets, the group reward (`records.py` documents the
    layout; `reward_fn.compute_score` reads it).
 
+With verl's v1 trainer and `trainer.rollout_data_dir` set, each episode is also written to
+`rollout_data_dir/videoseek/` (`episode_dump.py`): verl's v1 dump keeps the text only.
+
 Group rewards (DM-GRPO, T-GRPO): the loop also runs the perturbed group itself, once per group,
 through the same server manager, and returns only origin trajectories (`group.py` explains why).
 
@@ -75,11 +78,13 @@ from videoseek.envs.env import EnvConfig, VideoSeekEnv
 from videoseek.envs.sample import VideoSample
 from videoseek.rewards import EpisodeSummary, RewardConfig
 from videoseek.rewards.process_thinker import parse_step_response
+from videoseek.training.episode_dump import dump_key, episode_dump
 from videoseek.training.group import GroupCoordinator
 from videoseek.training.positions import align_positions
 from videoseek.training.records import (
     AGENT_NAME,
     EXTRA_KEY,
+    episode_view,
     sample_from_extra_info,
     summary_to_dict,
 )
@@ -189,6 +194,7 @@ class VideoSeekAgentLoop(AgentLoopBase):
         self.forbidden_ids = {self.renderer.image_token_id, self.renderer.video_token_id} | {
             int(i) for i in self.tokenizer.convert_tokens_to_ids(["<|vision_start|>", "<|vision_end|>"]) if i is not None
         }
+        self.episode_dump = episode_dump(self.config)
         self.prompt_length = self.rollout_config.prompt_length
         self.response_length = self.rollout_config.response_length
 
@@ -240,7 +246,15 @@ class VideoSeekAgentLoop(AgentLoopBase):
                 )
                 record["group_reward"] = float(total)
                 record["group_components"] = {k: float(v) for k, v in components.items()}
+        if self.episode_dump is not None:
+            self._dump_episode(sample, result, record, dump_key(uid, session), kwargs.get("global_steps"))
         return self._output(result, record)
+
+    def _dump_episode(self, sample: VideoSample, result: EpisodeResult, record: dict[str, Any], key: str, step: Any) -> None:
+        """The episode for the viewer, beside verl's v1 dump, which holds its text only (`episode_dump.py`)."""
+        from videoseek.rewards import accuracy_reward
+
+        self.episode_dump.write(key, step, accuracy_reward(result.summary.prediction, sample), episode_view(sample, record))
 
     # The weights version (`global_steps`) the servers of this worker process reported last.
     last_weights_version: int | None = None

@@ -42,6 +42,12 @@ def sample_from_extra_info(extra_info: dict[str, Any] | None) -> VideoSample:
         raise DataError(f"extra_info.sample: not a valid VideoSample ({first})") from None
 
 
+def episode_view(sample: VideoSample, record: dict[str, Any] | None) -> str:
+    """The sample and the agent loop's record as one JSON string (`VIEW_KEY`): what verl's rollout
+    dumps (and the agent loop's own, `episode_dump.py`) carry to the viewer."""
+    return json.dumps({"sample": sample.to_json_row(), "record": record}, ensure_ascii=False)
+
+
 def summary_to_dict(summary: EpisodeSummary) -> dict[str, Any]:
     """An `EpisodeSummary` as plain data (calls as [start, end] lists)."""
     d = asdict(summary)

@@ -19,7 +19,6 @@ sample and the agent loop's record as a JSON string, which verl's rollout dumps 
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -32,8 +31,8 @@ from videoseek.rewards import (
 from videoseek.training.records import (
     EXTRA_KEY,
     VIEW_KEY,
+    episode_view,
     sample_from_extra_info,
-    sample_to_json,
     summary_from_dict,
 )
 
@@ -106,5 +105,5 @@ def compute_score(
     # For the viewer (`videoseek view RUN` reads verl's `trainer.rollout_data_dir` dumps, which
     # write every reward extra key): the sample and the episode as one JSON string (verl's
     # validation metrics skip string values; a string stacks into a numpy array as one cell).
-    out[VIEW_KEY] = json.dumps({"sample": json.loads(sample_to_json(sample)), "record": record, "score": float(total)}, ensure_ascii=False)
+    out[VIEW_KEY] = episode_view(sample, record)
     return out

@@ -287,7 +287,7 @@ class ViewerApp:
                 st = dump.stat()
             except OSError:
                 continue
-            stamp = (st.st_size, st.st_mtime_ns, st.st_ino)
+            stamp = (st.st_size, st.st_mtime_ns, st.st_ino, verldump.episode_dump_stamp(dump.parent, step))
             with self._lock:
                 known = self._converted.get(dump)
                 if known is None or known[0] != stamp:

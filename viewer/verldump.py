@@ -17,9 +17,15 @@ verl` points them at `RUN/rollouts/` and `RUN/probes/`. Each line is one respons
   env's `EvidenceState` (so gains, duplicates and fragments are what the env computed), the reward
   components as recorded. What the dump does not hold is said on the page: the tool's answers
   (text and frames) and the advantage.
-- the v1 trainer's training dump (`trainer.use_v1=true`, verl's default) writes only `uid`: the
-  episode is then the decoded response as one turn, its prediction the last `<answer>`, its crops
-  the `<tool_call>`s in the text, its group the uid's prompt part; the line says so.
+- the v1 trainer's training dump (`trainer.use_v1=true`, verl's default) writes only `uid` (the
+  TransferQueue key). `VideoSeekAgentLoop` writes each episode it plays beside it,
+  `rollout_data_dir/videoseek/<prompt step>.<host>-<pid>.jsonl` (`training/episode_dump.py`),
+  one line `{"key", "step", "acc", "videoseek_episode"}` per episode; a dump line is joined with
+  the episode line of its `uid` and rebuilt as above. The prompt step is the dump's step, or an
+  earlier one when the trainer trains off-policy: earlier steps are searched until every key is
+  found. A line whose episode is not there (the episode dump was not written, or removed) is read
+  from its decoded text: the turns, prediction and crops from the text, its group the uid's
+  prompt part; the line says so.
 
 Nothing here raises on the content of a file: a line that cannot be used becomes a line the run
 index reports by file and line.
@@ -35,6 +41,8 @@ from typing import Any
 
 DUMP = re.compile(r"^(\d+)\.jsonl$")
 VIEW_KEY = "videoseek_episode"  # training/records.py VIEW_KEY
+SIDECAR = "videoseek"  # training/episode_dump.py FOLDER
+EPISODE_DUMP = re.compile(r"^(\d+)\.[^/]+\.jsonl$")
 SCHEMA_VERSION = 1
 NOT_IN_DUMP = "(the tool's answer is not in verl's dump)"
 _BETWEEN = re.compile(r"\nuser\n(.*?)\nassistant\n", re.DOTALL)
@@ -52,6 +60,56 @@ def dump_files(root: Path, kind: str) -> dict[int, Path]:
         return {}
     out = {int(m.group(1)): e for e in entries if (m := DUMP.match(e.name)) and e.is_file()}
     return dict(sorted(out.items()))
+
+
+def episode_dump_files(dump_dir: Path) -> dict[int, list[Path]]:
+    """{prompt step: [files]} of the agent loop's episode dump beside verl's dumps in `dump_dir`."""
+    try:
+        entries = list((dump_dir / SIDECAR).iterdir())
+    except OSError:
+        return {}
+    out: dict[int, list[Path]] = {}
+    for e in sorted(entries):
+        if (m := EPISODE_DUMP.match(e.name)) and e.is_file():
+            out.setdefault(int(m.group(1)), []).append(e)
+    return out
+
+
+def episode_dump_stamp(dump_dir: Path, step: int) -> tuple:
+    """What `convert_dump` read of the episode dump for `step` (its files' names, sizes, times): it is
+    converted again when that changes."""
+    stamp = []
+    for f in episode_dump_files(dump_dir).get(step, []):
+        try:
+            st = f.stat()
+        except OSError:
+            continue
+        stamp.append((f.name, st.st_size, st.st_mtime_ns))
+    return tuple(stamp)
+
+
+def episode_lines(dump_dir: Path, step: int, keys: set[str]) -> dict[str, dict[str, Any]]:
+    """{key: episode line} of the agent loop's episode dump for the dump lines' `keys`: the files of
+    prompt step `step` first, then earlier steps (an off-policy trainer dumps older prompts' episodes)
+    until every key is found. Lines that are not JSON objects with a key are passed over."""
+    found: dict[str, dict[str, Any]] = {}
+    files = episode_dump_files(dump_dir)
+    for s in sorted((k for k in files if k <= step), reverse=True):
+        for f in files[s]:
+            try:
+                data = f.read_bytes()
+            except OSError:
+                continue
+            for raw in data.split(b"\n"):
+                try:
+                    line = json.loads(raw) if raw.strip() else None
+                except (json.JSONDecodeError, UnicodeDecodeError):
+                    continue  # a torn last line of an episode still being written
+                if isinstance(line, dict) and line.get("key") in keys:
+                    found[line["key"]] = line
+        if len(found) == len(keys):
+            break
+    return found
 
 
 def _float(value: Any) -> float | None:
@@ -112,8 +170,9 @@ def _turns_from_record(sample: dict[str, Any], record: dict[str, Any]) -> tuple[
     return turns, notes
 
 
-def _from_view(line: dict[str, Any], view: dict[str, Any], step: int, n: int) -> dict[str, Any]:
-    """A trajectory from a line that carries `videoseek_episode` (compute_score's JSON)."""
+def _from_view(line: dict[str, Any], view: dict[str, Any], step: int, n: int, source: str) -> dict[str, Any]:
+    """A trajectory from a line that carries `videoseek_episode` (compute_score's JSON), or from a
+    v1 dump line joined with the agent loop's episode line (`source` says which)."""
     sample = view.get("sample") if isinstance(view.get("sample"), dict) else {}
     record = view.get("record") if isinstance(view.get("record"), dict) else {}
     episode = record.get("episode") if isinstance(record.get("episode"), dict) else {}
@@ -136,7 +195,7 @@ def _from_view(line: dict[str, Any], view: dict[str, Any], step: int, n: int) ->
         "correct": None if acc is None else acc >= 1.0, "accuracy": acc, "reward": _float(line.get("score")) or 0.0,
         "reward_components": components, "advantage": None, "terminated": record.get("ended_by") == "env" and not episode.get("truncated"),
         "truncated": bool(episode.get("truncated")), "failure": record.get("failure") or None,
-        "metrics": {"verl": {"source": "videoseek_episode", "group_reward": record.get("group_reward"), "ended_by": record.get("ended_by"), "notes": notes}},
+        "metrics": {"verl": {"source": source, "group_reward": record.get("group_reward"), "ended_by": record.get("ended_by"), "notes": notes}},
     }  # fmt: skip
 
 
@@ -192,15 +251,27 @@ def _from_text(line: dict[str, Any], step: int, n: int) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def convert_line(raw: bytes, step: int, n: int) -> bytes:
-    """One dump line as one trajectory line; a line that is not a usable JSON object is passed on
-    unchanged, or replaced by an object that names its problem, so the run index reports it."""
+def _parse(raw: bytes) -> dict[str, Any] | None:
     try:
         line = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return line if isinstance(line, dict) else None
+
+
+def convert_line(raw: bytes, step: int, n: int, episodes: dict[str, dict[str, Any]] | None = None) -> bytes:
+    """One dump line as one trajectory line, joined with its episode line from `episodes` ({key:
+    line}, `episode_lines`) when it carries no episode itself; a line that is not a usable JSON
+    object is passed on unchanged, or replaced by an object that names its problem, so the run
+    index reports it."""
+    line = _parse(raw)
+    if line is None:
         return raw  # the index reports "invalid JSON" (or a truncated last line) with this line number
-    if not isinstance(line, dict):
-        return raw
+    source = VIEW_KEY
+    episode = (episodes or {}).get(line.get("uid")) if VIEW_KEY not in line else None
+    if episode is not None:
+        line = {**line, "acc": episode.get("acc"), VIEW_KEY: episode.get(VIEW_KEY)}
+        source = f"the agent loop's episode dump ({SIDECAR}/)"
     view = line.get(VIEW_KEY)
     if isinstance(view, str):
         try:
@@ -208,7 +279,7 @@ def convert_line(raw: bytes, step: int, n: int) -> bytes:
         except json.JSONDecodeError as exc:
             return json.dumps({"episode_id": f"step{step}/line-{n + 1}", "_problem": f"line {n + 1}: {VIEW_KEY} is not JSON ({exc.msg})"}).encode()
     if isinstance(view, dict) and isinstance(view.get("record"), dict):
-        out = _from_view(line, view, step, n)
+        out = _from_view(line, view, step, n, source)
     elif "output" in line:
         out = _from_text(line, step, n)
         sample = view.get("sample") if isinstance(view, dict) else None
@@ -221,16 +292,20 @@ def convert_line(raw: bytes, step: int, n: int) -> bytes:
 
 
 def convert_dump(src: Path, dest_dir: Path, step: int) -> None:
-    """Write `dest_dir/trajectories.jsonl` from verl's dump `src`, one line for each of its lines."""
+    """Write `dest_dir/trajectories.jsonl` from verl's dump `src`, one line for each of its lines,
+    each joined with its episode from the agent loop's episode dump where it carries none."""
     dest_dir.mkdir(parents=True, exist_ok=True)
     data = src.read_bytes()
     lines = data.split(b"\n")
+    marker = VIEW_KEY.encode()  # legacy and validation lines carry their episode: not parsed twice
+    wanted = {uid for raw in lines if marker not in raw and (line := _parse(raw)) and isinstance(uid := line.get("uid"), str)}
+    episodes = episode_lines(src.parent, step, wanted) if wanted else {}
     out = []
     for n, raw in enumerate(lines):
         if not raw.strip():
             out.append(b"")
             continue
-        out.append(raw if n == len(lines) - 1 else convert_line(raw, step, n))  # an unfinished last line stays as it is
+        out.append(raw if n == len(lines) - 1 else convert_line(raw, step, n, episodes))  # an unfinished last line stays as it is
     tmp = dest_dir / "trajectories.jsonl.tmp"
     tmp.write_bytes(b"\n".join(out))
     os.replace(tmp, dest_dir / "trajectories.jsonl")
