@@ -201,6 +201,8 @@ def test_play_one_episode_to_the_end(page, site):
     times = page.locator("#play-log figure").evaluate_all("els => els.map(e => Number(e.dataset.t))")
     assert times and all(start - 0.1 <= t <= stop + 0.1 for t in times)
     assert page.locator("#play-timeline .call").count() == 1
+    page.check("#play-show-clues")  # the player asks for the answer key: fetched now, and recorded
+    page.wait_for_selector("#play-timeline rect.clue")
     assert "coverage" not in page.locator("#play-status").inner_text().replace("coverage and evidence score are shown once you answer", "")
     page.fill("#play-answer", "B")
     page.click("#play-answer-btn")
@@ -210,7 +212,7 @@ def test_play_one_episode_to_the_end(page, site):
     page.click("#play-open-saved")
     page.wait_for_selector("section.panel.episode[data-run=play]")
     saved = raws(site["a"] / "play")[-1]
-    assert saved["policy"] == "human" and saved["correct"] is True
+    assert saved["policy"] == "human" and saved["correct"] is True and saved["metrics"]["play"] == {"clues_shown_at_turn": 1}
     assert page.locator("section.panel.episode[data-run=play] h2").inner_text() == f"[play] {saved['episode_id']}"
 
 
@@ -303,6 +305,7 @@ def test_play_hides_the_answer_key_until_the_answer(page, play4):
     page.wait_for_selector("#play-episode svg.timeline")
     status = lambda: page.locator("#play-status").inner_text()
     assert "coverage and evidence score are shown once you answer" in status() and "coverage 0" not in status()
+    assert page.locator("#play-timeline rect.clue").count() == 0  # the page does not have them: nothing to draw
     page.fill("#play-think", "the flash is late")
     page.fill("#crop-start", "12")
     page.fill("#crop-end", "14")
@@ -333,6 +336,8 @@ def test_play_hides_the_answer_key_until_the_answer(page, play4):
     page.click("#play-answer-btn")
     page.wait_for_selector("#play-result")
     assert "coverage 1.00" in status() and "evidence score" in status()  # shown once answered
+    page.check("#play-show-clues")
+    page.wait_for_selector("#play-timeline rect.clue")  # the clue intervals came with the answer
     assert call.get_attribute("fill") != "#dbeafe" and "gain 0." in call.locator("title").text_content()
     shot(page, "play-answered")
 

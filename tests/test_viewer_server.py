@@ -197,21 +197,30 @@ def test_play_one_episode_is_saved(play_setup):
         assert bad["error"].startswith("crop_video needs start < end") and bad["frames"] == []
         crop = post_json(srv, "/api/play/step", {"session": st["session"], "action": {"type": "crop_video", "start": 11.5, "end": 14, "think": "the flash"}})
         assert crop["error"] is None and crop["call"]["start"] == 11.5
-        # the answer key stays on the server until the episode ends: no evidence, no crop gain
+        # the answer key stays on the server until the episode ends: no evidence, no crop gain, no clues
         assert "evidence" not in crop and "gain" not in crop["call"] and "evidence" not in st
+        assert "clue_intervals" not in st and "clue_intervals" not in crop and st["has_clues"] is True
         assert all(11.5 <= f["t"] <= 14 for f in crop["frames"]) and crop["frames"]
         end = post_json(srv, "/api/play/step", {"session": st["session"], "action": {"type": "answer", "text": "B"}})
         assert end["terminated"] and end["correct"] is True and end["saved"]["ok"]
-        assert end["evidence"]["coverage"] == pytest.approx(1.0)
+        assert end["evidence"]["coverage"] == pytest.approx(1.0) and end["clue_intervals"] == [[12.0, 13.5]]
         assert [(c["turn"], c["start"], c["end"]) for c in end["calls"]] == [(1, 11.5, 14.0)] and end["calls"][0]["gain"] > 0
         assert "ended" in post_json(srv, "/api/play/step", {"session": st["session"], "action": {"type": "answer", "text": "B"}}, 400)["error"]
         saved = Trajectory.model_validate_json((run / "play" / "trajectories.jsonl").read_text().splitlines()[0])
+        assert "play" not in saved.metrics  # the clues were never asked for
         assert saved.policy == "human" and saved.correct is True and [t.action["type"] for t in saved.turns] == ["crop_video", "crop_video", "answer"]
         assert saved.turns[1].assistant.startswith("<think>the flash</think><tool_call>")
         view = get_json(srv, "/api/episode?run=play&id=" + saved.episode_id.replace("/", "%2F"))["episode"]
         assert view["issues"] == [] and len(view["turns"][1]["observation"]["frames"]) == len(crop["frames"])
         for f in view["turns"][1]["observation"]["frames"]:
             assert request(srv, f["url"])[0] == 200
+        peek = post_json(srv, "/api/play/start", {"sample_id": "idx-1"})
+        post_json(srv, "/api/play/step", {"session": peek["session"], "action": {"type": "crop_video", "start": 1, "end": 3}})
+        assert post_json(srv, "/api/play/clues", {"session": peek["session"]}) == {"clue_intervals": [[12.0, 13.5]]}  # asked for: "show clue intervals"
+        post_json(srv, "/api/play/step", {"session": peek["session"], "action": {"type": "answer", "text": "B"}})
+        peeked = Trajectory.model_validate_json((run / "play" / "trajectories.jsonl").read_text().splitlines()[1])
+        assert peeked.metrics["play"] == {"clues_shown_at_turn": 1}  # the saved episode says the player looked after one turn
+        assert "not an open play session" in post_json(srv, "/api/play/clues", {"session": "zzz"}, 400)["error"]
         assert "not in" in post_json(srv, "/api/play/start", {"sample_id": "nope"}, 400)["error"]
         assert "action.type" in post_json(srv, "/api/play/step", {"session": st["session"], "action": {"type": "dance"}}, 400)["error"]
         assert "not an open play session" in post_json(srv, "/api/play/step", {"session": "zzz", "action": {"type": "text", "text": ""}}, 400)["error"]

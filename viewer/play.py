@@ -198,7 +198,7 @@ class PlayManager:
         return {
             "session": session.id, "episode_id": traj.episode_id, "sample_id": sample.id, "question": sample.question,
             "options": sample.options, "problem_type": sample.problem_type.value, "duration": env.duration,
-            "clue_intervals": [list(c) for c in sample.clue_intervals], "text": obs["text"],
+            "has_clues": bool(sample.clue_intervals), "text": obs["text"],  # the intervals themselves: `clues`
             "frames": self._frames_view(session, -1, traj.initial.frames), "max_turns": env.config.max_turns,
         }
 
@@ -210,6 +210,16 @@ class PlayManager:
         if session is None:
             raise BadRequest(f"session: {session_id!r} is not an open play session (it may have expired)")
         return session
+
+    def clues(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The sample's clue intervals, the answer key, when the player asks to see them ("show clue
+        intervals"): the saved trajectory records the turn it was asked at (`metrics.play`)."""
+        session = self._session(body.get("session"))
+        with session.lock:
+            env = session.env
+            if not session.done:
+                env.trajectory.metrics.setdefault("play", {}).setdefault("clues_shown_at_turn", len(env.trajectory.turns))
+            return {"clue_intervals": [list(c) for c in env.sample.clue_intervals]}
 
     def step(self, body: dict[str, Any]) -> dict[str, Any]:
         """One turn: the page's action as assistant text through `env.step`; saves at the end."""
@@ -237,7 +247,7 @@ class PlayManager:
             }
             if terminated or truncated:
                 session.done = True
-                out.update(reward=reward, reward_components=info.get("reward_components"),
+                out.update(reward=reward, reward_components=info.get("reward_components"), clue_intervals=[list(c) for c in env.sample.clue_intervals],
                            prediction=info.get("prediction"), correct=info.get("correct"), answer=env.sample.answer,
                            evidence=info["evidence"], turns_evidence=[{"turn": t.index, **t.evidence} for t in env.trajectory.turns],
                            calls=[{"turn": t.index, **t.call.model_dump()} for t in env.trajectory.turns if t.call is not None])

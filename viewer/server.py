@@ -19,6 +19,7 @@ dependency. Endpoints (all GET unless noted):
     /api/play/samples         the samples play mode can start
     POST /api/play/start      {"sample_id"} -> a new play session
     POST /api/play/step       {"session", "action": {...}} -> the env's answer
+    POST /api/play/clues      {"session"} -> the sample's clue intervals (asked for by "show clue intervals")
     /play-frames/<session>/<turn>/<k>.jpg   a frame a play session returned
 
 A training run's steps are runs of their own, keyed `A@s3` (RUN/rollouts/step_0003) and `A@p3`
@@ -696,6 +697,8 @@ class Handler(BaseHTTPRequestHandler):
                 return self._json(clean_json(self._play().start(body)))
             if url.path == "/api/play/step":
                 return self._json(clean_json(self._play().step(body)))
+            if url.path == "/api/play/clues":
+                return self._json(clean_json(self._play().clues(body)))
             if url.path == "/api/select":
                 return self._json(clean_json(self.server.app.select(body)))
         except BadRequest as exc:

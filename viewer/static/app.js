@@ -71,6 +71,7 @@
     playSamples() { return this.get("/api/play/samples"); },
     playStart(sampleId) { return this.post("/api/play/start", { sample_id: sampleId }); },
     playStep(session, action) { return this.post("/api/play/step", { session, action }); },
+    playClues(session) { return this.post("/api/play/clues", { session }); },
     select(a, b) { return this.post("/api/select", { a, b }); },
   };
 
@@ -992,7 +993,15 @@
     const status = h("div", { class: "meta", id: "play-status" });
     const log = h("div", { id: "play-log" });
     const message = h("div", { id: "play-message" });
-    const clues = h("input", { type: "checkbox", id: "play-show-clues", onchange: () => { state.showClues = clues.checked; drawTl(); } });
+    // the clue intervals are the answer key: fetched only when the player asks to see them (the saved episode records it) or at the end
+    st.clue_intervals = [];
+    const clues = h("input", { type: "checkbox", id: "play-show-clues", disabled: !st.has_clues, onchange: async () => {
+      state.showClues = clues.checked;
+      if (clues.checked && !state.cluesFetched) {
+        try { st.clue_intervals = (await api.playClues(st.session)).clue_intervals; state.cluesFetched = true; } catch (err) { message.replaceChildren(h("div", { class: "error-banner", id: "play-error" }, err.message)); }
+      }
+      drawTl();
+    } });
     const tlZoom = h("div", { id: "play-zoom" });
     const drawTl = () => tlZoom.replaceChildren(zoomTools(() => state.view, st.duration, (v) => { state.view = v; drawTl(); })) || tlHolder.replaceChildren(timeline({
       width: tlHolder.clientWidth, end: st.duration, clues: st.clue_intervals, showClues: state.showClues, initial: st.frames, allFrames: state.allFrames, calls: state.calls, currentTurn: null,
@@ -1020,6 +1029,7 @@
       if (out.terminated || out.truncated) {
         state.done = true;
         state.evidence = out.evidence;
+        st.clue_intervals = out.clue_intervals || st.clue_intervals; state.cluesFetched = true;
         // the crops with their evidence gains, now that the answer is in
         const gains = {};
         for (const c of out.calls || []) gains[c.turn] = c;
