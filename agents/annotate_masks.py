@@ -268,7 +268,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resume", action="store_true", help="continue an interrupted run: samples already in --out are skipped")
     parser.add_argument("--overwrite", action="store_true", help="start --out again")
     parser.add_argument("--limit", type=int, default=None, help="annotate at most this many (more) samples")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the masked episodes and the policy's sampling (default 0)")
     parser.add_argument("--device", default="cpu", help="model policies: cpu or cuda")
     parser.add_argument("--max-new-tokens", type=int, default=512, help="model policies: tokens per turn")
     parser.add_argument("--temperature", type=float, default=0.0, help="model policies: 0 = greedy, as an oracle should")

@@ -212,23 +212,49 @@ def test_version(capsys):
     assert capsys.readouterr().out.strip() == f"videoseek {importlib.metadata.version('videoseek')}"
 
 
-# Options defined outside this change's files that still lack help text.
-KNOWN_WITHOUT_HELP = {("annotate-masks", "--seed")}
-
-
-@pytest.mark.parametrize("name", sorted(COMMANDS))
-def test_every_option_has_help_and_shows_its_default(name):
-    parser = subparser(name)
+def assert_options_explained(name: str, parser: argparse.ArgumentParser) -> None:
     formatter = parser._get_formatter()
     for action in parser._actions:
         if isinstance(action, argparse._HelpAction):
             continue
         flag = "/".join(action.option_strings) or action.dest
-        if (name, flag) not in KNOWN_WITHOUT_HELP:
-            assert action.help, f"{name} {flag}: no help text"
-        if action.option_strings and action.nargs != 0 and action.default not in (None, []):
+        assert action.help, f"{name} {flag}: no help text"
+        if action.option_strings and action.nargs != 0 and action.default not in (None, [], False):
             shown = formatter._expand_help(action)
             assert re.search(r"(\(|; )default\b", shown), f"{name} {flag}: help does not show the default: {shown!r}"
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_every_option_has_help_and_shows_its_default(name):
+    assert_options_explained(name, subparser(name))
+
+
+def script_parser(module) -> argparse.ArgumentParser:
+    """The parser a training script's `parse_args` builds (caught before it parses)."""
+    class Built(Exception):
+        pass
+
+    def catch(parser, *args, **kwargs):
+        raise Built(parser)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(argparse.ArgumentParser, "parse_args", catch)
+        with pytest.raises(Built) as built:
+            module.parse_args([])
+    return built.value.args[0]
+
+
+@pytest.mark.parametrize("script", ["run_csgrpo", "run_sft", "learn"])
+def test_training_scripts_explain_every_option_and_list_every_preset(script):
+    import importlib
+
+    from videoseek.rewards import PRESETS
+
+    parser = script_parser(importlib.import_module(f"videoseek.training.{script}"))
+    assert_options_explained(script, parser)
+    reward = next((a for a in parser._actions if "--reward" in a.option_strings), None)
+    if reward is not None:
+        assert list(reward.choices) == list(PRESETS)  # sfgrpo and default too
 
 
 def test_rollout_help_shows_the_default_preset():

@@ -113,7 +113,7 @@ def test_dry_run_refuses_fewer_rows_than_one_batch(tmp_path, data, tiny, capsys)
     assert len(err) == 1 and "1 rows, fewer than data.train_batch_size=4" in err[0]
 
 
-@pytest.mark.parametrize("preset,refused", [("dmgrpo", True), ("tgrpo", True), ("csgrpo", False)])
+@pytest.mark.parametrize("preset,refused", [("dmgrpo", True), ("tgrpo", True), ("sfgrpo", True), ("csgrpo", False), ("default", False)])
 def test_legacy_trainer_is_refused_for_group_presets(tmp_path, data, tiny, capsys, preset, refused):
     argv = ["--dry-run", "--data", str(data), "--model", str(tiny), "--out", str(tmp_path / preset), "--reward", preset, "--batch-size", "1"]
     assert run_csgrpo.main([*argv, "--override", "trainer.use_v1=false"]) == (2 if refused else 0)

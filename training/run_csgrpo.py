@@ -38,7 +38,6 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a file: drop training/ from the path (its modules are videoseek.training.*)
     sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
-PRESETS = ("csgrpo", "dmgrpo", "tgrpo", "prr", "processthinker")
 # The CPU smoke run: small enough for a laptop or CI, large enough to exercise every path.
 SMOKE = {
     "group_size": 4,
@@ -53,6 +52,8 @@ SMOKE = {
 
 # ---- 1. arguments ------------------------------------------------------------------------------
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    from videoseek.rewards import PRESETS
+
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--backend", choices=("local", "verl"), default=None, help="default: verl with CUDA and vLLM, else local")
     p.add_argument("--reward", choices=PRESETS, default=None, help="reward preset (default csgrpo, or the --config's)")
@@ -67,15 +68,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--kl-coef", type=float, default=None, help="KL-to-reference loss weight (default 0.01)")
     p.add_argument("--n-gpus", type=int, default=None, help="GPUs per node for verl")
     p.add_argument("--out", default=None, help="run directory (default runs/<preset>)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the synthetic set, the split, the tiny model, the sampling and the data order (default 0)")
     p.add_argument("--device", default=None, help="local backend: cuda or cpu (default cuda when available)")
     p.add_argument("--threads", type=int, default=None, help="local backend: torch CPU threads (1 is fastest on a busy machine)")
-    p.add_argument("--synthetic-n", type=int, default=16, help="size of the generated synthetic set")
+    p.add_argument("--synthetic-n", type=int, default=16, help="size of the generated synthetic set (default 16)")
     p.add_argument("--dry-run", action="store_true", help="compose and validate verl's config, write it, start nothing")
     again = p.add_mutually_exclusive_group()
     again.add_argument("--resume", action="store_true", help="local backend: continue RUN from its last checkpoint (model, optimizer, step)")
     again.add_argument("--overwrite", action="store_true", help="local backend: delete RUN's metrics, rollouts and checkpoint first")
-    p.add_argument("--save-every", type=int, default=10, help="local backend: write RUN/checkpoint every N steps and at the end")
+    p.add_argument("--save-every", type=int, default=10, help="local backend: write RUN/checkpoint every N steps and at the end (default 10)")
     p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="extra verl override (repeatable)")
     p.add_argument("--record-tokens", action="store_true",
                    help="local backend: also write each episode's tokens (text, mask, sampling and reference log-probs, entropy) "
