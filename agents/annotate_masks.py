@@ -41,8 +41,9 @@ from videoseek.agents.policy import Policy
 from videoseek.envs.sample import DataError, MaskPattern, VideoSample
 from videoseek.rewards.timestamps import find_times, parse_span, parse_time
 
-_RANGE_THEN_DELTA = re.compile(r"<time_range>(.*?)</time_range>\s*[,.:;]?\s*<delta>", re.S)
-_TIME_TAGS = re.compile(r"<time>(.*?)</time>|<t>(.*?)</t>", re.S)
+# A time holds no "<": `[^<]*` keeps many unclosed tags linear (a lazy `.*?` rescans to the end from each).
+_RANGE_THEN_DELTA = re.compile(r"<time_range>([^<]*)</time_range>\s*[,.:;]?\s*<delta>")
+_TIME_TAGS = re.compile(r"<time>([^<]*)</time>|<t>([^<]*)</t>")
 # Two ranges closer than this (seconds, both ends) are the same range.
 SAME_RANGE_S = 1e-6
 

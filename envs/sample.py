@@ -16,6 +16,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from videoseek.rewards.accuracy import problem_type_name
+
 
 class DataError(ValueError):
     """A dataset row or video that cannot be used; the message names where and what."""
@@ -35,24 +37,9 @@ class ProblemType(str, Enum):
     @classmethod
     def _missing_(cls, value: object) -> ProblemType | None:
         # Called by ProblemType(x) and by pydantic's validation of every `problem_type` field when
-        # `x` is not a canonical value: fold case, spaces and hyphens, then look up the aliases.
-        if not isinstance(value, str):
-            return None
-        key = "_".join(value.strip().lower().replace("-", " ").split())
-        name = _PROBLEM_TYPE_ALIASES.get(key, key)
-        return cls.__members__.get(name)
-
-
-_PROBLEM_TYPE_ALIASES = {
-    "multiple_choice": "multiple_choice", "multiplechoice": "multiple_choice", "multi_choice": "multiple_choice",
-    "mcq": "multiple_choice", "mc": "multiple_choice",
-    "free_form": "free_form", "freeform": "free_form", "open_ended": "free_form", "openended": "free_form",
-    "open": "free_form",
-    "numerical": "numerical", "numeric": "numerical", "number": "numerical",
-    "ocr": "ocr",
-    "regression": "regression",
-    "temporal_grounding": "temporal_grounding", "grounding": "temporal_grounding", "tvg": "temporal_grounding",
-}  # fmt: skip
+        # `x` is not a canonical value: the spellings the rewards accept (rewards/accuracy.py).
+        name = problem_type_name(value) if isinstance(value, str) else None
+        return cls(name) if name is not None else None
 
 
 class KeyFrame(BaseModel):

@@ -48,17 +48,26 @@ _OPTION_PREFIX = re.compile(r"^\s*[\(\[]?\s*([A-Za-z])\s*[\)\]\.:：]\s*")
 _NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?|[-+]?\.\d+")
 
 PROBLEM_TYPES = ("multiple_choice", "numerical", "free_form", "ocr", "regression", "temporal_grounding")
-# Spellings seen in public datasets (Video-R1 uses "multiple choice", "OCR", "free-form").
+# Spellings seen in public datasets (Video-R1's "multiple choice", "OCR", "free-form"; "open-ended",
+# "numeric", "mcq", ...), after case, spaces and hyphens are folded to `_`. The one table: the
+# sample model (`envs/sample.py`, `ProblemType`) reads it too.
 _ALIASES = {
-    "multiple choice": "multiple_choice",
-    "multiple-choice": "multiple_choice",
-    "mc": "multiple_choice",
-    "free-form": "free_form",
-    "free form": "free_form",
-    "open_ended": "free_form",
-    "temporal grounding": "temporal_grounding",
-    "tvg": "temporal_grounding",
-}
+    "multiplechoice": "multiple_choice", "multi_choice": "multiple_choice", "mcq": "multiple_choice", "mc": "multiple_choice",
+    "freeform": "free_form", "open_ended": "free_form", "openended": "free_form", "open": "free_form",
+    "numeric": "numerical", "number": "numerical",
+    "grounding": "temporal_grounding", "tvg": "temporal_grounding",
+}  # fmt: skip
+
+
+def problem_type_name(value: str) -> str | None:
+    """The canonical problem-type name of a spelling ("Multiple choice", "free-form", "OCR"), or None.
+
+    >>> problem_type_name("Multiple choice"), problem_type_name("open-ended"), problem_type_name("essay")
+    ('multiple_choice', 'free_form', None)
+    """
+    key = "_".join(value.strip().lower().replace("-", " ").split())
+    name = _ALIASES.get(key, key)
+    return name if name in PROBLEM_TYPES else None
 
 
 def normalize_problem_type(problem_type: Any) -> str:
@@ -67,9 +76,8 @@ def normalize_problem_type(problem_type: Any) -> str:
     >>> normalize_problem_type("OCR"), normalize_problem_type("free-form")
     ('ocr', 'free_form')
     """
-    name = str(getattr(problem_type, "value", problem_type)).strip().lower()
-    name = _ALIASES.get(name, name)
-    if name not in PROBLEM_TYPES:
+    name = problem_type_name(str(getattr(problem_type, "value", problem_type)))
+    if name is None:
         raise ValueError(f"problem_type: unknown value {problem_type!r}; expected one of {', '.join(PROBLEM_TYPES)}")
     return name
 

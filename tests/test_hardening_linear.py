@@ -169,3 +169,10 @@ def test_terminal_scoring_of_every_preset_is_linear(case):
 @pytest.mark.parametrize("case", sorted(SCORE_CASES))
 def test_accuracy_of_every_problem_type_is_linear(case):
     assert_linear(lambda text: [accuracy_reward(text, s) for s in TYPED], SCORE_CASES[case], f"accuracy[{case}]")
+
+
+@pytest.mark.parametrize("case", ["unclosed_time", "unclosed_time_range", "unclosed_t", "unclosed_delta", "time_spaces", "range_spaces"])
+def test_mask_candidates_of_a_reference_are_linear(case):
+    from videoseek.agents.annotate_masks import anchor_ranges, ref_delta_ranges
+
+    assert_linear(lambda text: (ref_delta_ranges(text), anchor_ranges(text)), SCORE_CASES[case], f"annotate_masks[{case}]")

@@ -199,7 +199,7 @@ def write_compare_runs(base: str | Path, n_samples: int = 2, group_size: int = 4
     run_a, run_b = base / "run_a", base / "run_b"
     write_fixture_run(run_a, n_samples=n_samples, group_size=group_size)
     write_fixture_run(run_b, n_samples=n_samples, group_size=group_size, policy="uniform", perturbed=False)
-    episodes = [json.loads(x) for x in (run_b / "trajectories.jsonl").read_text().splitlines()]
+    episodes = [json.loads(x) for x in (run_b / "trajectories.jsonl").read_text().split("\n") if x.strip()]
     for ep in episodes:
         if ep["episode_id"].endswith("/g0"):
             ep["correct"], ep["prediction"], ep["accuracy"] = False, "D", 0.0
