@@ -58,7 +58,8 @@ def test_summary_pairs_stages_by_sample_and_checks_the_claims(curriculum, tmp_pa
         run_rollouts(curriculum, SCRIPTED[policy](), env_config=ENV, out_dir=tmp_path / "eval" / stage, progress=False)
     for stage, key in (("sft", "loss"), ("grpo", "reward")):
         (tmp_path / stage).mkdir()
-        (tmp_path / stage / "metrics.jsonl").write_text("".join(json.dumps({"step": k, key: 1.0 / k, "accuracy": 0.5, "kl": 0.0, "entropy": 0.1}) + "\n" for k in (1, 2, 3)))
+        rows = [{"step": k, key: 1.0 / k, "accuracy": 0.5, "kl": 0.0, "entropy": 0.1} | ({"val_loss": 0.4} if k == 3 else {}) for k in (1, 2, 3)]
+        (tmp_path / stage / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     checkpoints = {s: tmp_path / s / "checkpoint" for s in learn.STAGES}
     summary = learn.write_summary(tmp_path, tmp_path / "heldout.jsonl", checkpoints, seconds=1.0)
 

@@ -12,7 +12,8 @@ From nothing, each stage an ordinary command printed before it runs (repeat any 
    windows in order until the flash shows), `sweep-shuffled` (windows in a random order: wrong
    first crops, then corrections) and `oracle-brief` (the clue directly, on a quarter of the
    samples) - and `videoseek export-sft` into conversations.
-4. SFT: `training/run_sft.py` (local backend) from the random model on those conversations.
+4. SFT: `training/run_sft.py` (local backend) from the random model on those conversations, with
+   a validation loss on `sweep` traces of a third set (`data/val`, neither trained on nor evaluated).
 5. GRPO: `training/run_csgrpo.py --backend local --config learn_cpu` from the SFT checkpoint,
    with the `csgrpo` preset.
 6. evaluation: `videoseek rollout` + `videoseek eval` on the held-out set for `base`, `sft`,
@@ -22,7 +23,7 @@ It writes RUN/summary.json (per stage: held-out accuracy, mean reward, coverage,
 rate, rate of episodes with a crop_video call, episode count, 95 % intervals, checkpoint; the
 held-out samples path; the scripted baselines; the GRPO - SFT reward difference paired by
 sample with its interval; the checks of issue 12), RUN/curves.png (GRPO reward, accuracy, KL
-and entropy per step, and the SFT loss), and every evaluation's trajectories under RUN/eval/
+and entropy per step, and the SFT loss with its validation loss on sweeps of a third set), and every evaluation's trajectories under RUN/eval/
 (`videoseek view RUN/eval/grpo`).
 
     python training/learn.py --out runs/learn            # what `make learn` runs
@@ -48,6 +49,7 @@ CURRICULUM = ["--kinds", "flash_colour", "--min-duration", "10", "--max-duration
 STAGES = ("base", "sft", "grpo")
 BASELINES = ("no-tool", "oracle")
 SEARCHERS = (("sweep", None), ("sweep-shuffled", None), ("oracle-brief", 4))  # (policy, share 1/k of the samples)
+VAL_N = 64  # samples whose sweeps give SFT's validation loss
 REPORTED = ("accuracy", "reward", "coverage", "valid_format", "crop_rate")
 
 
@@ -56,7 +58,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", default="runs/learn", help="run folder (default runs/learn)")
     p.add_argument("--train-n", type=int, default=160, help="train samples (default 160)")
     p.add_argument("--heldout-n", type=int, default=96, help="held-out samples, one greedy episode each (default 96)")
-    p.add_argument("--sft-epochs", type=int, default=8, help="SFT epochs over the demonstrations (default 8)")
+    p.add_argument("--sft-epochs", type=int, default=16, help="SFT epochs over the demonstrations (default 16: reading the colour comes late, docs/training.md)")
     p.add_argument("--sft-lr", type=float, default=3e-3, help="SFT peak learning rate (a random tiny model wants ~1e-3; default 3e-3)")
     p.add_argument("--grpo-steps", type=int, default=None, help="GRPO steps (default: the learn_cpu config's)")
     p.add_argument("--eval-temperature", type=float, default=0.0, help="decoding for evaluation (default 0: greedy)")
@@ -100,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     config = load_ready_config("learn_cpu")
     env = env_flags(config["env"])
     common = ["--reward", config["reward"], *env, "--no-progress"]
-    data = {"train": out / "data" / "train" / "samples.jsonl", "heldout": out / "data" / "heldout" / "samples.jsonl"}
+    data = {name: out / "data" / name / "samples.jsonl" for name in ("train", "val", "heldout")}
     checkpoints = {"base": out / "base_model", "sft": out / "sft" / "checkpoint", "grpo": out / "grpo" / "checkpoint"}
 
     def stage(done: Path, cmd: list[str], log: str | None = None) -> None:
@@ -110,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         run(cmd, out / "logs" / log if log else None)
 
     # 1-2. data and the random model
-    for name, seed, n in (("train", 1, args.train_n), ("heldout", 2, args.heldout_n)):
+    for name, seed, n in (("train", 1, args.train_n), ("heldout", 2, args.heldout_n), ("val", 3, VAL_N)):
         stage(data[name], [*videoseek, "synth", "--out", str(data[name].parent), "--n", str(n), "--seed", str(seed), *CURRICULUM],
               log=f"synth_{name}.log")
     stage(checkpoints["base"] / "config.json", [*videoseek, "tiny-model", "--out", str(checkpoints["base"]), "--seed", str(args.seed)])
@@ -122,6 +124,11 @@ def main(argv: list[str] | None = None) -> int:
               [*videoseek, "rollout", "--data", str(data["train"]), "--policy", policy, "--out", str(out / "traces" / policy), *limit, *common])  # fmt: skip
     sft_data = out / "sft_data" / "train.parquet"
     stage(sft_data, [*videoseek, "export-sft", "--runs", *(str(out / "traces" / p) for p, _ in SEARCHERS), "--out", str(sft_data.parent)])
+    # SFT's validation loss, on sweeps of a third set (neither trained on nor evaluated): the curve shows when reading starts
+    stage(out / "traces_val" / "trajectories.jsonl",
+          [*videoseek, "rollout", "--data", str(data["val"]), "--policy", "sweep", "--out", str(out / "traces_val"), *common])
+    sft_val = out / "sft_val" / "train.parquet"
+    stage(sft_val, [*videoseek, "export-sft", "--runs", str(out / "traces_val"), "--out", str(sft_val.parent)])
 
     def evaluate(name: str, policy: str) -> None:
         run_dir = out / "eval" / name
@@ -134,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     # 4-6. base, SFT, GRPO, each evaluated on the held-out set
     evaluate("base", f"hf:{checkpoints['base']}")
     stage(checkpoints["sft"] / "config.json",
-          [python, str(HERE / "run_sft.py"), "--model", str(checkpoints["base"]), "--data", str(sft_data), "--out", str(out / "sft"),
+          [python, str(HERE / "run_sft.py"), "--model", str(checkpoints["base"]), "--data", str(sft_data), "--val-data", str(sft_val), "--out", str(out / "sft"),
            "--epochs", str(args.sft_epochs), "--lr", str(args.sft_lr), "--batch-size", "8", "--freeze-vision", "--threads", "1",
            "--seed", str(args.seed)])  # fmt: skip
     evaluate("sft", f"hf:{checkpoints['sft']}")
@@ -220,7 +227,7 @@ def markdown_table(summary: dict) -> str:
 
 
 def plot_curves(grpo_metrics: Path, sft_metrics: Path, png: Path) -> None:
-    """GRPO reward, accuracy, KL and entropy per step, and the SFT loss per step, in one PNG."""
+    """GRPO reward, accuracy, KL and entropy per step, and the SFT loss (train per step, validation per epoch), in one PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -236,6 +243,9 @@ def plot_curves(grpo_metrics: Path, sft_metrics: Path, png: Path) -> None:
         ax.plot([p[0] for p in points], [p[1] for p in points], marker="." if len(points) < 60 else None)
         ax.set_title(title, fontsize=10)
         if key == "loss":
+            val = [(r["step"], r["val_loss"]) for r in rows if "val_loss" in r]  # once per epoch, on the val sweeps
+            ax.plot([p[0] for p in val], [p[1] for p in val], marker="o", label="validation")
+            ax.legend(fontsize=8)
             ax.set_yscale("log")
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
