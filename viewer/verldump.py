@@ -22,8 +22,8 @@ verl` points them at `RUN/rollouts/` and `RUN/probes/`. Each line is one respons
   `rollout_data_dir/videoseek/<prompt step>.<host>-<pid>.jsonl` (`training/episode_dump.py`),
   one line `{"key", "step", "acc", "videoseek_episode"}` per episode; a dump line is joined with
   the episode line of its `uid` and rebuilt as above. The prompt step is the dump's step, or an
-  earlier one when the trainer trains off-policy: earlier steps are searched until every key is
-  found. A line whose episode is not there (the episode dump was not written, or removed) is read
+  earlier one when the trainer trains off-policy: up to `LOOKBACK_STEPS` earlier steps are
+  searched until every key is found. A line whose episode is not there (the episode dump was not written, or removed) is read
   from its decoded text: the turns, prediction and crops from the text, its group the uid's
   prompt part; the line says so.
 
@@ -43,6 +43,10 @@ DUMP = re.compile(r"^(\d+)\.jsonl$")
 VIEW_KEY = "videoseek_episode"  # training/records.py VIEW_KEY
 SIDECAR = "videoseek"  # training/episode_dump.py FOLDER
 EPISODE_DUMP = re.compile(r"^(\d+)\.[^/]+\.jsonl$")
+# Prompt steps searched back from a dump's step: twice verl's default bound on how many weight
+# versions a trajectory may span (`trainer.v1.sampler.max_off_policy_threshold: 8`), so a missing
+# episode costs a bounded read, not the whole run's history.
+LOOKBACK_STEPS = 16
 SCHEMA_VERSION = 1
 NOT_IN_DUMP = "(the tool's answer is not in verl's dump)"
 _BETWEEN = re.compile(r"\nuser\n(.*?)\nassistant\n", re.DOTALL)
@@ -90,11 +94,12 @@ def episode_dump_stamp(dump_dir: Path, step: int) -> tuple:
 
 def episode_lines(dump_dir: Path, step: int, keys: set[str]) -> dict[str, dict[str, Any]]:
     """{key: episode line} of the agent loop's episode dump for the dump lines' `keys`: the files of
-    prompt step `step` first, then earlier steps (an off-policy trainer dumps older prompts' episodes)
-    until every key is found. Lines that are not JSON objects with a key are passed over."""
+    prompt step `step` first, then earlier ones (an off-policy trainer dumps older prompts' episodes),
+    at most `LOOKBACK_STEPS` back, until every key is found. Lines that are not JSON objects with a
+    key are passed over."""
     found: dict[str, dict[str, Any]] = {}
     files = episode_dump_files(dump_dir)
-    for s in sorted((k for k in files if k <= step), reverse=True):
+    for s in sorted((k for k in files if step - LOOKBACK_STEPS <= k <= step), reverse=True):
         for f in files[s]:
             try:
                 data = f.read_bytes()
@@ -268,7 +273,8 @@ def convert_line(raw: bytes, step: int, n: int, episodes: dict[str, dict[str, An
     if line is None:
         return raw  # the index reports "invalid JSON" (or a truncated last line) with this line number
     source = VIEW_KEY
-    episode = (episodes or {}).get(line.get("uid")) if VIEW_KEY not in line else None
+    uid = line.get("uid")
+    episode = (episodes or {}).get(uid) if isinstance(uid, str) and VIEW_KEY not in line else None
     if episode is not None:
         line = {**line, "acc": episode.get("acc"), VIEW_KEY: episode.get(VIEW_KEY)}
         source = f"the agent loop's episode dump ({SIDECAR}/)"
