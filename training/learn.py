@@ -3,8 +3,8 @@
 
 From nothing, each stage an ordinary command printed before it runs (repeat any by hand):
 
-1. data: `videoseek synth` writes a train set and a disjoint held-out set (other seeds) of the
-   `flash_colour` curriculum: a large shape flashes for 1-1.5 s between the 4 sparse initial
+1. data: `videoseek synth` writes four disjoint sets (one seed each: train for SFT, val, held-out,
+   and GRPO's pool) of the `flash_colour` curriculum: a large shape flashes for 1-1.5 s between the 4 sparse initial
    frames, and the question asks its colour (five options, fixed order). The answer is read
    straight off the clue frames, and no initial frame shows it, so a policy must find the flash.
 2. model: `videoseek tiny-model` builds the small random Qwen2.5-VL (random init).
@@ -15,7 +15,8 @@ From nothing, each stage an ordinary command printed before it runs (repeat any 
 4. SFT: `training/run_sft.py` (local backend) from the random model on those conversations, with
    a validation loss on `sweep` traces of a third set (`data/val`, neither trained on nor evaluated).
 5. GRPO: `training/run_csgrpo.py --backend local --config learn_cpu` from the SFT checkpoint,
-   with the `csgrpo` preset.
+   with the `csgrpo` preset, on questions of a fourth set (`data/pool`, steps x batch size of
+   them) that SFT never saw.
 6. evaluation: `videoseek rollout` + `videoseek eval` on the held-out set for `base`, `sft`,
    `grpo` and the `no-tool` and `oracle` scripted agents, with the same env and decoding.
 
@@ -102,7 +103,11 @@ def main(argv: list[str] | None = None) -> int:
     config = load_ready_config("learn_cpu")
     env = env_flags(config["env"])
     common = ["--reward", config["reward"], *env, "--no-progress"]
-    data = {name: out / "data" / name / "samples.jsonl" for name in ("train", "val", "heldout")}
+    data = {name: out / "data" / name / "samples.jsonl" for name in ("train", "val", "heldout", "pool")}
+    steps = args.grpo_steps or int(config["steps"])
+    # GRPO's questions: a pool SFT never saw, as many as the run draws (reusing SFT's 160 let the
+    # policy learn where the training videos' flashes are: train reward up, held-out down)
+    pool_n = steps * int(config["batch_size"])
     checkpoints = {"base": out / "base_model", "sft": out / "sft" / "checkpoint", "grpo": out / "grpo" / "checkpoint"}
 
     def stage(done: Path, cmd: list[str], log: str | None = None) -> None:
@@ -112,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         run(cmd, out / "logs" / log if log else None)
 
     # 1-2. data and the random model
-    for name, seed, n in (("train", 1, args.train_n), ("heldout", 2, args.heldout_n), ("val", 3, VAL_N)):
+    for name, seed, n in (("train", 1, args.train_n), ("heldout", 2, args.heldout_n), ("val", 3, VAL_N), ("pool", 4, pool_n)):
         stage(data[name], [*videoseek, "synth", "--out", str(data[name].parent), "--n", str(n), "--seed", str(seed), *CURRICULUM],
               log=f"synth_{name}.log")
     stage(checkpoints["base"] / "config.json", [*videoseek, "tiny-model", "--out", str(checkpoints["base"]), "--seed", str(args.seed)])
@@ -145,13 +150,12 @@ def main(argv: list[str] | None = None) -> int:
            "--epochs", str(args.sft_epochs), "--lr", str(args.sft_lr), "--batch-size", "8", "--freeze-vision", "--threads", "1",
            "--seed", str(args.seed)])  # fmt: skip
     evaluate("sft", f"hf:{checkpoints['sft']}")
-    steps = args.grpo_steps or int(config["steps"])
     grpo_state = checkpoints["grpo"] / "trainer_state.json"
     done = grpo_state.is_file() and json.loads(grpo_state.read_text())["step"] >= steps
     again = ["--resume"] if grpo_state.is_file() else ["--overwrite"]  # continue a stopped GRPO run, else start clean
     stage(grpo_state if done else out / "grpo" / "not-finished",
           [python, str(HERE / "run_csgrpo.py"), "--backend", "local", "--config", "learn_cpu", "--model", str(checkpoints["sft"]),
-           "--data", str(data["train"]), "--out", str(out / "grpo"), "--threads", "1", "--seed", str(args.seed), "--steps", str(steps), *again])  # fmt: skip
+           "--data", str(data["pool"]), "--out", str(out / "grpo"), "--threads", "1", "--seed", str(args.seed), "--steps", str(steps), *again])  # fmt: skip
     evaluate("grpo", f"hf:{checkpoints['grpo']}")
     for name in BASELINES:
         evaluate(name, name)
