@@ -281,6 +281,7 @@ class ViewerApp:
         """{step: trajectories folder} of a training run: the local backend's `kind/step_NNNN/`, and
         verl's dumps `kind/<step>.jsonl` converted (viewer/verldump.py; again when the file changes)."""
         out = tr.step_dirs(root, kind)
+        episode_files = verldump.episode_dump_files(root / kind)  # listed once, not once per step
         for step, dump in verldump.dump_files(root, kind).items():
             if step in out:
                 continue
@@ -288,7 +289,7 @@ class ViewerApp:
                 st = dump.stat()
             except OSError:
                 continue
-            stamp = (st.st_size, st.st_mtime_ns, st.st_ino, verldump.episode_dump_stamp(dump.parent, step))
+            stamp = (st.st_size, st.st_mtime_ns, st.st_ino, verldump.episode_dump_stamp(episode_files, step))
             with self._lock:
                 known = self._converted.get(dump)
                 if known is None or known[0] != stamp:

@@ -79,11 +79,11 @@ def episode_dump_files(dump_dir: Path) -> dict[int, list[Path]]:
     return out
 
 
-def episode_dump_stamp(dump_dir: Path, step: int) -> tuple:
-    """What `convert_dump` read of the episode dump for `step` (its files' names, sizes, times): it is
-    converted again when that changes."""
+def episode_dump_stamp(files: dict[int, list[Path]], step: int) -> tuple:
+    """What `convert_dump` read of the episode dump for `step` (names, sizes, times of its files in
+    `files`, `episode_dump_files`' listing): it is converted again when that changes."""
     stamp = []
-    for f in episode_dump_files(dump_dir).get(step, []):
+    for f in files.get(step, []):
         try:
             st = f.stat()
         except OSError:
@@ -264,17 +264,16 @@ def _parse(raw: bytes) -> dict[str, Any] | None:
     return line if isinstance(line, dict) else None
 
 
-def convert_line(raw: bytes, step: int, n: int, episodes: dict[str, dict[str, Any]] | None = None) -> bytes:
-    """One dump line as one trajectory line, joined with its episode line from `episodes` ({key:
-    line}, `episode_lines`) when it carries no episode itself; a line that is not a usable JSON
-    object is passed on unchanged, or replaced by an object that names its problem, so the run
-    index reports it."""
-    line = _parse(raw)
+def convert_line(raw: bytes, line: dict[str, Any] | None, step: int, n: int, episodes: dict[str, dict[str, Any]]) -> bytes:
+    """One dump line (`raw`, parsed as `line`) as one trajectory line, joined with its episode line
+    from `episodes` ({key: line}, `episode_lines`) when it carries no episode itself; a line that is
+    not a usable JSON object is passed on unchanged, or replaced by an object that names its
+    problem, so the run index reports it."""
     if line is None:
         return raw  # the index reports "invalid JSON" (or a truncated last line) with this line number
     source = VIEW_KEY
     uid = line.get("uid")
-    episode = (episodes or {}).get(uid) if isinstance(uid, str) and VIEW_KEY not in line else None
+    episode = episodes.get(uid) if isinstance(uid, str) and VIEW_KEY not in line else None
     if episode is not None:
         line = {**line, "acc": episode.get("acc"), VIEW_KEY: episode.get(VIEW_KEY)}
         source = f"the agent loop's episode dump ({SIDECAR}/)"
@@ -303,15 +302,16 @@ def convert_dump(src: Path, dest_dir: Path, step: int) -> None:
     dest_dir.mkdir(parents=True, exist_ok=True)
     data = src.read_bytes()
     lines = data.split(b"\n")
-    marker = VIEW_KEY.encode()  # legacy and validation lines carry their episode: not parsed twice
-    wanted = {uid for raw in lines if marker not in raw and (line := _parse(raw)) and isinstance(uid := line.get("uid"), str)}
+    # an unfinished last line stays as it is (the index reports it); every other line is parsed once
+    parsed = [_parse(raw) if raw.strip() and n < len(lines) - 1 else None for n, raw in enumerate(lines)]
+    wanted = {uid for line in parsed if line and VIEW_KEY not in line and isinstance(uid := line.get("uid"), str)}
     episodes = episode_lines(src.parent, step, wanted) if wanted else {}
     out = []
-    for n, raw in enumerate(lines):
+    for n, (raw, line) in enumerate(zip(lines, parsed)):
         if not raw.strip():
             out.append(b"")
             continue
-        out.append(raw if n == len(lines) - 1 else convert_line(raw, step, n, episodes))  # an unfinished last line stays as it is
+        out.append(raw if n == len(lines) - 1 else convert_line(raw, line, step, n, episodes))
     tmp = dest_dir / "trajectories.jsonl.tmp"
     tmp.write_bytes(b"\n".join(out))
     os.replace(tmp, dest_dir / "trajectories.jsonl")
