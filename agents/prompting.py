@@ -570,6 +570,16 @@ class ConversationRenderer:
         return (input_ids == self.image_token_id).long() + 2 * (input_ids == self.video_token_id).long()
 
 
+def prefix_token_ids(tokenizer: Any, prefix: str) -> list[int]:
+    """The ids of an assistant-turn prefix (ProcessThinker's step prefixes), for every driver.
+
+    `split_special_tokens=True`: the prefix is the policy's decoded text, and a special token it
+    spelled out (`<|im_end|>`, `<|video_pad|>`) must stay text, not become a control or vision
+    token the conversation has no frames for.
+    """
+    return list(tokenizer(prefix, add_special_tokens=False, split_special_tokens=True)["input_ids"])
+
+
 def with_assistant_prefix(rendered: Mapping[str, Any], tokenizer: Any, prefix: str) -> Mapping[str, Any]:
     """The rendered generation prompt continued by `prefix`, the start of the assistant's turn.
 
@@ -580,7 +590,7 @@ def with_assistant_prefix(rendered: Mapping[str, Any], tokenizer: Any, prefix: s
         return rendered
     import torch
 
-    ids = torch.tensor([tokenizer(prefix, add_special_tokens=False)["input_ids"]], dtype=rendered["input_ids"].dtype)
+    ids = torch.tensor([prefix_token_ids(tokenizer, prefix)], dtype=rendered["input_ids"].dtype)
     out = dict(rendered)
     out["input_ids"] = torch.cat([rendered["input_ids"], ids], dim=1)
     out["attention_mask"] = torch.cat([rendered["attention_mask"], torch.ones_like(ids)], dim=1)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import tempfile
 import threading
 import time
@@ -30,12 +29,17 @@ from videoseek.agents.prompting import assistant_message, initial_messages, tool
 from videoseek.envs.env import EnvConfig, VideoSeekEnv
 from videoseek.envs.sample import VideoSample
 from videoseek.envs.trajectory import Trajectory
-from videoseek.envs.actions import Answer, parse_action, sanitize_text
-from videoseek.rewards import accuracy_reward, score_group
-from videoseek.rewards.format import scan_end
-from videoseek.rewards.process_thinker import parse_step_response
-
-PERTURBATIONS = ("mask", "shuffle", "blend")
+from videoseek.envs.actions import sanitize_text
+from videoseek.agents.groups import (
+    continuation_id,
+    continuation_prefixes,
+    continuation_succeeds,
+    episode_seed,
+    mask_of,
+    plan_group,
+    score_origin_group,
+)
+from videoseek.rewards import group_advantages
 
 
 # ---- trajectory files -------------------------------------------------------------------------
@@ -183,38 +187,19 @@ class Episode:
     done: bool = False
     failure: str | None = None
     pattern: int | None = None  # which candidate mask pattern (mask annotation)
+    seed: int | None = None  # the env seed (`agents.groups.episode_seed`); None: derived from the run seed
     correct: bool | None = None  # filled by callers that need the outcome after the env is released
 
 
-def mask_perturbation(sample: VideoSample, *key: Any) -> dict[str, Any]:
-    """DM-GRPO's masked view: one of the sample's mask patterns, drawn at random per sample and
-    step as VideoMend's trainer does (`key` identifies the draw, e.g. seed and sample id)."""
-    return {"kind": "mask", "pattern": stable_seed(*key) % len(sample.mask_patterns)}
-
-
-def plan_episodes(samples: Sequence[VideoSample], group_size: int, perturbations: Sequence[str], seed: int) -> list[Episode]:
-    """The origin group and each perturbed group for every sample (mask groups need mask_patterns)."""
-    episodes: list[Episode] = []
-    for s in samples:
-        for g in range(group_size):
-            episodes.append(Episode(s, f"{s.id}/g{g}", s.id, g, None))
-        for kind in perturbations:
-            if kind not in PERTURBATIONS:
-                raise ValueError(f"unknown perturbation {kind!r}; choose from {PERTURBATIONS}")
-            if kind == "mask":
-                if not s.mask_patterns:
-                    continue
-                pert: dict[str, Any] = mask_perturbation(s, seed, s.id)
-            else:
-                pert = {"kind": kind}
-            for g in range(group_size):
-                episodes.append(Episode(s, f"{s.id}/{kind}/g{g}", s.id, g, pert))
-    return episodes
+def plan_episodes(samples: Sequence[VideoSample], group_size: int, perturbations: Sequence[str], seed: int, step: int = 0) -> list[Episode]:
+    """The origin group and each perturbed group for every sample (`agents.groups.plan_group`)."""
+    return [Episode(s, p.episode_id, p.group_id, p.index, p.perturbation, seed=p.seed)
+            for s in samples for p in plan_group(s, group_size, perturbations, seed, step)]  # fmt: skip
 
 
 def _start(ep: Episode, config: EnvConfig, policy_name: str, seed: int) -> None:
     ep.env = VideoSeekEnv(ep.sample, config)
-    ep_seed = stable_seed(seed, ep.episode_id)
+    ep_seed = ep.seed if ep.seed is not None else episode_seed(seed, 0, ep.episode_id)
     ep.rng = np.random.default_rng(ep_seed)
     obs, info = ep.env.reset(
         seed=ep_seed,
@@ -288,6 +273,7 @@ def run_rollouts(
     env_config: EnvConfig | None = None,
     out_dir: str | Path | None = None,
     seed: int = 0,
+    step: int = 0,
     batch_episodes: int = 64,
     progress: bool = True,
     on_episode: Callable[[Trajectory], None] | None = None,
@@ -295,8 +281,9 @@ def run_rollouts(
 ) -> list[Trajectory]:
     """Run every planned episode and return the finished trajectories (origin and perturbed).
 
-    Group rewards (`videoseek.rewards.score_group`) and GRPO advantages are applied per sample
-    once all of its episodes have finished; they replace `reward` on the origin episodes.
+    Group rewards and GRPO advantages (`agents.groups`) are applied per sample once all of its
+    episodes have finished; they replace `reward` on the origin episodes. `seed` and `step` (the
+    training step, 0 outside training) decide every episode's seed and DM-GRPO's mask pattern.
 
     Memory holds only the live batch: episodes are planned a sample at a time as the batch has
     room, and a finished group's frames, conversation and env are released once it is written.
@@ -312,7 +299,7 @@ def run_rollouts(
     def groups() -> Iterable[list[Episode]]:
         # Resume per sample: a group is rescored as a whole, so rerun it unless all of it is written.
         for s in samples:
-            eps = plan_episodes([s], group_size, perturbations, seed)
+            eps = plan_episodes([s], group_size, perturbations, seed, step)
             if eps and not all(e.episode_id in done_ids for e in eps):
                 yield eps
 
@@ -427,85 +414,45 @@ def _finish_group(group: list[Episode], config: EnvConfig, policy_name: str, rat
             perturbed.setdefault(ep.perturbation["kind"], []).append(ep.env.summary())
     ok = [(t, ep) for t, ep in origin if ep.env is not None and ep.env.trajectory is not None and not ep.failure]
     if ok:
-        sample = group[0].sample
-        try:
-            success = [rates.get(ep.episode_id) for _, ep in ok] if rates else None
-            for (t, ep), r in zip(ok, success or []):
-                if r is not None:
-                    t.metrics["success_rates"] = r
-            final = score_group(sample, [ep.env.summary() for _, ep in ok], perturbed, config.reward,
-                                success_rates=success, perturbation=_mask_info(group))  # fmt: skip
-        except ValueError as exc:  # e.g. a DM-GRPO sample without mask patterns: keep per-episode rewards
-            for t, _ in ok:
-                t.metrics["group_reward_error"] = str(exc).splitlines()[0]
-            final = [(t.reward, t.reward_components) for t, _ in ok]
+        success = [rates.get(ep.episode_id) for _, ep in ok] if rates else None
+        for (t, _), r in zip(ok, success or []):
+            if r is not None:
+                t.metrics["success_rates"] = r
+        final, error = score_origin_group(group[0].sample, [ep.env.summary() for _, ep in ok], perturbed, config.reward,
+                                          success_rates=success, perturbation=mask_of(group))  # fmt: skip
         for (t, _), (total, components) in zip(ok, final):
-            t.reward, t.reward_components = float(total), dict(components)
-        for t, a in zip([t for t, _ in ok], group_advantages([t.reward for t, _ in ok])):
+            t.reward, t.reward_components = total, components
+            if error is not None:
+                t.metrics["group_reward_error"] = error
+        for (t, _), a in zip(ok, group_advantages([t.reward for t, _ in ok])):
             t.advantage = float(a)
     return trajs
 
 
-def group_advantages(rewards: Sequence[float], eps: float = 1e-6) -> np.ndarray:
-    """GRPO outcome advantages of one group: (r - mean) / (std + eps), as verl's
-    `compute_grpo_outcome_advantage` computes them (unbiased std; 0 for a group of one)."""
-    r = np.asarray(rewards, dtype=np.float64)
-    if len(r) < 2:
-        return np.zeros_like(r)
-    return (r - r.mean()) / (r.std(ddof=1) + eps)
-
-
-_THINK_SPAN = re.compile(r"<think>(.*?)</think>", re.S)
-_STEP_END = re.compile(r"</step>")
-
-
-def step_cut_points(messages: Sequence[Message], count: int) -> list[tuple[int, int]]:
-    """(message index, character offset just after `</step>`) of the first `count` steps, in order.
-
-    Steps are counted inside the `<think>` blocks of assistant turns, as ProcessThinker's parser does.
-    """
-    cuts = [(k, think.start(1) + m.end()) for k, msg in enumerate(messages) if msg.role == "assistant"
-            for think in _THINK_SPAN.finditer(msg.text, 0, scan_end(msg.text, "</think>"))  # linear: see scan_end
-            for m in _STEP_END.finditer(think.group(1))]  # fmt: skip
-    return cuts[:count]
-
-
-def continuation_succeeds(sample: VideoSample, text: str, threshold: float) -> bool:
-    """Does a step prefix plus its continuation end in a correct answer (ProcessThinker's verifier)?
-    A continuation that calls the tool instead of answering fails: continuations are one turn."""
-    action = parse_action(text).action
-    return isinstance(action, Answer) and accuracy_reward(action.text, sample) >= threshold
-
-
-def step_prefix_inputs(ep: Episode, num_continuations: int, k_min: int, k_max: int) -> list[tuple[int, PolicyInput]]:
+def step_prefix_inputs(ep: Episode, config: EnvConfig) -> list[tuple[int, PolicyInput]]:
     """ProcessThinker continuation requests of one finished episode: (prefix index, input) pairs.
 
-    Prefix i ends right after the i-th `</step>` of the episode's thinking; the policy is given
-    the conversation up to that assistant turn and the turn's text up to there (`prefix`), M
-    times with distinct episode ids (so model policies sample distinct continuations). Only
-    format-valid responses with K in [K_min, K_max] are sampled (seed 004: r = 0 otherwise).
+    Prefix i ends right after the i-th `</step>` of the episode's thinking
+    (`agents.groups.continuation_prefixes`); the policy is given the conversation up to that
+    assistant turn and the turn's text up to there (`prefix`), M times with distinct episode ids
+    (so model policies sample distinct continuations).
     """
-    nested, steps = parse_step_response([m.text for m in ep.messages if m.role == "assistant"])
-    if not nested or not (k_min <= len(steps) <= k_max):
-        return []
     out = []
-    for i, (k, offset) in enumerate(step_cut_points(ep.messages, min(len(steps), k_max))):
+    for i, (k, prefix) in enumerate(continuation_prefixes(ep.messages, config.reward)):
         turn = sum(1 for m in ep.messages[:k] if m.role == "assistant")
-        for m in range(num_continuations):
-            eid = f"{ep.episode_id}/prefix{i + 1}/m{m}"
-            inp = PolicyInput(ep.sample, ep.messages[:k], ep.env.evidence, turn, eid, np.random.default_rng(stable_seed(eid)),
-                              prefix=ep.messages[k].text[:offset])  # fmt: skip
+        for m in range(config.reward.process_thinker.num_continuations):
+            eid = continuation_id(ep.episode_id, i + 1, m)
+            inp = PolicyInput(ep.sample, ep.messages[:k], ep.env.evidence, turn, eid, np.random.default_rng(stable_seed(eid)), prefix=prefix)
             out.append((i, inp))
     return out
 
 
 def sample_success_rates(policy: Policy, episodes: Sequence[Episode], config: EnvConfig) -> list[list[float] | None]:
     """c_i of each episode's step prefixes (ProcessThinker eq. 2), from one batched policy call
-    (success: `continuation_succeeds`). None for episodes that are not sampled (format-invalid,
-    K outside [K_min, K_max], or failed)."""
-    p = config.reward.process_thinker
+    (success: `agents.groups.continuation_succeeds`). None for episodes that are not sampled
+    (format-invalid, K outside [K_min, K_max], or failed)."""
     requests = [(e, i, inp) for e, ep in enumerate(episodes) if ep.env is not None and not ep.failure
-                for i, inp in step_prefix_inputs(ep, p.num_continuations, p.k_min, p.k_max)]  # fmt: skip
+                for i, inp in step_prefix_inputs(ep, config)]  # fmt: skip
     rates: list[list[float] | None] = [None] * len(episodes)
     if not requests:
         return rates
@@ -517,13 +464,6 @@ def sample_success_rates(policy: Policy, episodes: Sequence[Episode], config: En
     for (e, i), flags in sorted(wins.items()):
         rates[e] = (rates[e] or []) + [sum(flags) / len(flags)]
     return rates
-
-
-def _mask_info(group: list[Episode]) -> dict[str, Any] | None:
-    for ep in group:
-        if ep.perturbation and ep.perturbation["kind"] == "mask":
-            return ep.perturbation
-    return None
 
 
 class _progress:

@@ -108,9 +108,10 @@ def run(args: argparse.Namespace) -> int:
     run_rollouts(samples, policy, group_size=args.group_size, perturbations=args.perturb, env_config=config,
                  out_dir=args.out, seed=args.seed, progress=not args.no_progress, on_episode=tally, keep=False)  # fmt: skip
     ok = [m for m in origin if m]
-    m = {"episodes": len(origin), "failures": len(origin) - len(ok)}
+    # Both counts: `episodes` are the origin episodes the metrics describe; the perturbed groups' are written too.
+    m = {"episodes": len(origin), "perturbed_episodes": written - len(origin), "failures": len(origin) - len(ok)}
     m |= {k: sum(e[k] for e in ok) / len(ok) if ok else None for k in ("accuracy", "coverage", "evidence", "calls", "reward")}
-    print(json.dumps({k: m[k] for k in ("episodes", "accuracy", "coverage", "evidence", "calls", "reward", "failures")}))
+    print(json.dumps({k: m[k] for k in ("episodes", "perturbed_episodes", "accuracy", "coverage", "evidence", "calls", "reward", "failures")}))
     print(f"trajectories: {args.out / 'trajectories.jsonl'}")
     for line in failed:
         print(f"videoseek rollout: error: {line}", file=sys.stderr)

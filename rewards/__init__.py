@@ -12,8 +12,10 @@ Families (docs/rewards.md lists each with its seed, equation, parameters and def
 - Process Reasoning Reward (MOSS-ChatV): `rouge_scores`, `subsequence_dtw`, `process_reward`
 - ProcessThinker rollout process reward: `rollout_process_reward`
 - composition: `EpisodeSummary`, `RewardConfig`, `score_episode`, `score_group`
+- GRPO's group statistics and advantages: `group_stats`, `group_advantages`
 """
 
+from .advantage import group_advantages, group_stats
 from .accuracy import accuracy_reward, extract_choice, normalize_problem_type, parse_number, word_error_rate
 from .clue_seek import ClueSeekParams, call_geometry, clue_seek_reward, evidence_trace
 from .compose import (
@@ -57,6 +59,8 @@ __all__ = [
     "format_reward",
     "grounding_reward",
     "group_accuracy",
+    "group_advantages",
+    "group_stats",
     "intersection",
     "lcs_length",
     "measure",

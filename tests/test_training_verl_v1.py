@@ -17,24 +17,7 @@ import torch
 pytest.importorskip("verl")
 pytest.importorskip("transfer_queue")
 
-import transfer_queue as tq
-from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopWorkerTQ
-from verl.utils import hf_processor, hf_tokenizer
-from verl.utils.debug import marked_timer
-from verl_harness import (
-    ANSWER,
-    CROP,
-    ENV,
-    EventLoopThread,
-    FakeVLLMServer,
-    InMemoryTransferQueue,
-    InProcessReward,
-    TinyActor,
-    build_v1_trainer,
-    make_config,
-    server_client,
-    unwrapped_actor_class,
-)
+from verl_harness import ANSWER, CROP, ENV, InMemoryTransferQueue, V1Run, make_config
 from videoseek.agents.tiny_model import ensure_tiny_model
 from videoseek.envs.env import EnvConfig
 from videoseek.envs.sample import VideoSample
@@ -62,42 +45,6 @@ def exported(tmp_path_factory, index_video):
 @pytest.fixture
 def store(monkeypatch):
     return InMemoryTransferQueue().install(monkeypatch)
-
-
-class V1Run:
-    """The v1 worker (in its event-loop thread) and trainer for one config and server."""
-
-    def __init__(self, cfg, model, scripts):
-        self.cfg = cfg
-        self.tokenizer = hf_tokenizer(str(model))
-        self.server = FakeVLLMServer(hf_processor(str(model)), scripts=scripts)
-        self.loop_thread = EventLoopThread()
-        worker_cls = unwrapped_actor_class(AgentLoopWorkerTQ)
-
-        async def make_worker():  # agent loops and reward workers capture the running loop
-            return worker_cls(cfg, server_client(cfg, self.server), reward_loop_worker_handles=[InProcessReward(cfg)])
-
-        self.worker = self.loop_thread.run(make_worker())
-        self.actor = TinyActor(model)
-        self.trainer = build_v1_trainer(cfg, self.worker, self.server, self.actor, self.loop_thread)
-
-    def step(self):
-        """One iteration of `PPOTrainer.fit`'s loop body: step, metrics, cleanup."""
-        trainer = self.trainer
-        trainer.global_steps += 1
-        metrics, timing = {}, {}
-        trainer.timing_raw = timing  # as fit() sets it
-        with marked_timer("step", timing):
-            batch = trainer.step(metrics, timing)
-            trainer.on_step_end()
-        trainer._compute_metrics(batch, metrics, timing, global_steps=trainer.global_steps, epoch=0)
-        self.field_names = set(tq.kv_batch_get(keys=batch.keys, partition_id="train").keys())
-        stored = tq.kv_batch_get(keys=batch.keys, partition_id="train", select_fields=["extra_fields", "response_mask", "responses", "rm_scores", "advantages", "position_ids", "input_ids", "multi_modal_inputs"])
-        tq.kv_clear(keys=batch.keys, partition_id=batch.partition_id)
-        return batch, metrics, stored
-
-    def close(self):
-        self.loop_thread.close()
 
 
 def records(stored):

@@ -41,6 +41,9 @@ from tensordict import NonTensorData, NonTensorStack, TensorDict
 from transfer_queue import KVBatchMeta
 from transfer_queue.storage.managers.simple_storage_manager import AsyncSimpleStorageManager
 from verl.protocol import DataProto
+from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopWorkerTQ
+from verl.utils import hf_processor, hf_tokenizer
+from verl.utils.debug import marked_timer
 from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
 from verl.workers.rollout.llm_server import LLMServerClient
 from verl.workers.rollout.utils import qwen2_5_vl_dedup_image_tokens
@@ -123,10 +126,12 @@ class FakeVLLMServer:
     repeats): a string (encoded, then `<|im_end|>`), a list of token ids, or an exception (raised).
     """
 
-    def __init__(self, processor, turns=None, scripts=None, end_of_turn: bool = True, global_steps: int = 0) -> None:
+    def __init__(self, processor, turns=None, scripts=None, end_of_turn: bool = True, global_steps: int = 0, respond=None) -> None:
+        # `respond(prompt_ids, video_data, sampling_params) -> text`: a deterministic policy instead of scripts.
+        self.respond = respond
         self.processor = processor
         self.tokenizer = processor.tokenizer
-        self.scripts = [list(t) for t in (scripts if scripts is not None else [turns])]
+        self.scripts = [list(t) for t in (scripts if scripts is not None else [turns or []])]
         self.end_of_turn = end_of_turn
         self.global_steps = global_steps
         self.end_id = self.tokenizer.convert_tokens_to_ids("<|im_end|>")
@@ -193,11 +198,16 @@ class FakeVLLMServer:
             self.requests.append(
                 {"request_id": request_id, "prompt_ids": list(prompt_ids), "expanded_ids": expanded, "mm_processor_kwargs": mm_processor_kwargs, "max_tokens": max_tokens}
             )
-        ids, state = self._next_turn(list(prompt_ids))
-        if state is None:
-            raise ids
+        if self.respond is not None:
+            text = self.respond(list(prompt_ids), video_data, sampling_params)
+            ids, state = self.tokenizer.encode(text, add_special_tokens=False) + [self.end_id], None
+        else:
+            ids, state = self._next_turn(list(prompt_ids))
+            if state is None:
+                raise ids
         ids = ids[:max_tokens]
-        self._remember(prompt_ids, ids, state)
+        if state is not None:
+            self._remember(prompt_ids, ids, state)
         log_probs = [-0.25 - 0.001 * k for k in range(len(ids))] if want_logprobs else None
         return TokenOutput(token_ids=ids, log_probs=log_probs, stop_reason="completed", extra_fields={"global_steps": self.global_steps, "num_cached_tokens": 0})
 
@@ -430,3 +440,39 @@ def build_v1_trainer(cfg, worker, server: FakeVLLMServer, actor: TinyActor, loop
     trainer._get_n_gpus_for_throughput = lambda: 1
     trainer.on_init_end()
     return trainer
+
+
+class V1Run:
+    """The v1 worker (in its event-loop thread) and trainer for one config and server."""
+
+    def __init__(self, cfg, model, scripts=None, respond=None):
+        self.cfg = cfg
+        self.tokenizer = hf_tokenizer(str(model))
+        self.server = FakeVLLMServer(hf_processor(str(model)), scripts=scripts, respond=respond)
+        self.loop_thread = EventLoopThread()
+        worker_cls = unwrapped_actor_class(AgentLoopWorkerTQ)
+
+        async def make_worker():  # agent loops and reward workers capture the running loop
+            return worker_cls(cfg, server_client(cfg, self.server), reward_loop_worker_handles=[InProcessReward(cfg)])
+
+        self.worker = self.loop_thread.run(make_worker())
+        self.actor = TinyActor(model)
+        self.trainer = build_v1_trainer(cfg, self.worker, self.server, self.actor, self.loop_thread)
+
+    def step(self):
+        """One iteration of `PPOTrainer.fit`'s loop body: step, metrics, cleanup."""
+        trainer = self.trainer
+        trainer.global_steps += 1
+        metrics, timing = {}, {}
+        trainer.timing_raw = timing  # as fit() sets it
+        with marked_timer("step", timing):
+            batch = trainer.step(metrics, timing)
+            trainer.on_step_end()
+        trainer._compute_metrics(batch, metrics, timing, global_steps=trainer.global_steps, epoch=0)
+        self.field_names = set(transfer_queue.kv_batch_get(keys=batch.keys, partition_id="train").keys())
+        stored = transfer_queue.kv_batch_get(keys=batch.keys, partition_id="train", select_fields=["extra_fields", "response_mask", "responses", "rm_scores", "advantages", "position_ids", "input_ids", "multi_modal_inputs", "prompts", "attention_mask"])
+        transfer_queue.kv_clear(keys=batch.keys, partition_id=batch.partition_id)
+        return batch, metrics, stored
+
+    def close(self):
+        self.loop_thread.close()

@@ -63,21 +63,30 @@ from verl.experimental.agent_loop.agent_loop import (
     register,
 )
 from videoseek.agents.families import vllm_prompt_ids
-from videoseek.agents.policy import Message, stable_seed
-from videoseek.agents.rollout import continuation_succeeds, mask_perturbation, step_cut_points
+from videoseek.agents.groups import (
+    EpisodePlan,
+    continuation_prefixes,
+    continuation_succeeds,
+    mask_of,
+    origin_plan,
+    perturbed_plans,
+    score_origin_group,
+    turn_seed,
+)
+from videoseek.agents.policy import Message
 from videoseek.agents.prompting import (
     DEFAULT_STOP_STRINGS,
     ConversationRenderer,
     TemplateError,
     assistant_message,
     initial_messages,
+    prefix_token_ids,
     tool_message,
 )
 from videoseek.envs.actions import Invalid
 from videoseek.envs.env import EnvConfig, VideoSeekEnv
 from videoseek.envs.sample import VideoSample
 from videoseek.rewards import EpisodeSummary, RewardConfig
-from videoseek.rewards.process_thinker import parse_step_response
 from videoseek.training.episode_dump import dump_key, episode_dump
 from videoseek.training.group import GroupCoordinator
 from videoseek.training.positions import align_positions
@@ -106,6 +115,7 @@ class LoopOptions(BaseModel):
     max_turn_tokens: int = Field(default=512, ge=1, description="generation cap of one assistant turn")
     stop: list[str] = Field(default_factory=lambda: list(DEFAULT_STOP_STRINGS), description="strings that end a turn")
     perturbed_group_size: int | None = Field(default=None, ge=1, description="G~ of each perturbed group; None: the origin group's size")
+    seed: int = Field(default=0, description="the run's seed: with the training step it decides episode seeds and mask patterns (agents.groups)")
     min_pixels: int | None = None
     max_pixels: int | None = None
 
@@ -215,37 +225,40 @@ class VideoSeekAgentLoop(AgentLoopBase):
         sample = sample_from_extra_info(kwargs.get("extra_info"))
         uid = str(kwargs.get("uid") if kwargs.get("uid") is not None else f"{sample.id}#{kwargs.get('index', '')}")
         session = kwargs.get("session_id", uuid4().hex)
+        step = kwargs.get("global_steps")
+        step = int(step) if isinstance(step, (int, float)) and not isinstance(step, bool) and step >= 0 else 0
         config = self.options.reward
         kinds = config.group_kinds()
-        # Join before the first await: every sibling session joins before any can finish.
-        group = self.groups.join(uid, session) if kinds else None
+        # Join before the first await: every sibling session joins before any can finish. The
+        # join order is the session order verl spawns (v1 passes it as the int `session_id`).
+        group = self.groups.join(uid, session)
+        index = session if isinstance(session, int) and not isinstance(session, bool) else group.order.index(session)
+        plan = origin_plan(sample, index, self.options.seed, step)
         perturbed_task = None
-        if group is not None:
-            perturbed_task = self.groups.start_perturbed(group, lambda n: self._perturbed_groups(sample, sampling_params, uid, kinds, n))
+        if kinds:
+            perturbed_task = self.groups.start_perturbed(group, lambda n: self._perturbed_groups(sample, sampling_params, kinds, n, step))
         try:
-            result = await self._episode(sample, sampling_params, episode_id=f"{uid}/g{session}", seed=stable_seed(uid, session))
+            result = await self._episode(sample, sampling_params, plan)
             if "process_thinker" in config.component_weights() and result.failure is None:
                 rates = await self._success_rates(sample, result.messages, sampling_params)
                 if rates is not None:
                     result.summary = dataclasses.replace(result.summary, metadata={**result.summary.metadata, "success_rates": rates})
         except BaseException:
-            if group is not None:
-                self.groups.leave(group, session)
+            self.groups.leave(group, session)
             raise
 
         self._fill_weight_versions(result.server_fields, kwargs.get("global_steps"))
-        record = self._record(sample, result)
-        if group is not None:
-            if result.failure is not None:
-                self.groups.leave(group, session)
-            else:
-                perturbed, mask_info = await perturbed_task
-                record["perturbed"] = {k: len(v) for k, v in perturbed.items()}
-                total, components = await self.groups.reward(
-                    group, session, result.summary, lambda origins: self._score_group(sample, origins, perturbed, mask_info)
-                )
-                record["group_reward"] = float(total)
-                record["group_components"] = {k: float(v) for k, v in components.items()}
+        record = self._record(sample, result, plan)
+        if not kinds or result.failure is not None:
+            self.groups.leave(group, session)
+        else:
+            perturbed, mask_info = await perturbed_task
+            record["perturbed"] = {k: len(v) for k, v in perturbed.items()}
+            total, components = await self.groups.reward(
+                group, session, result.summary, lambda origins: self._score_group(sample, origins, perturbed, mask_info)
+            )
+            record["group_reward"] = float(total)
+            record["group_components"] = {k: float(v) for k, v in components.items()}
         if self.episode_dump is not None:
             self._dump_episode(sample, result, record, dump_key(uid, session), kwargs.get("global_steps"))
         return self._output(result, record)
@@ -277,15 +290,16 @@ class VideoSeekAgentLoop(AgentLoopBase):
         fields.setdefault("max_global_steps", version)
 
     # ---- one episode -------------------------------------------------------------------------
-    async def _episode(
-        self, sample: VideoSample, sampling_params: dict[str, Any], episode_id: str, seed: int, perturbation: dict | None = None
-    ) -> EpisodeResult:
-        """Play one episode against the server; see the module docstring for the token layout."""
+    async def _episode(self, sample: VideoSample, sampling_params: dict[str, Any], plan: EpisodePlan) -> EpisodeResult:
+        """Play one planned episode against the server; see the module docstring for the token layout."""
         loop = asyncio.get_running_loop()
+        episode_id = plan.episode_id
         env = await loop.run_in_executor(None, lambda: VideoSeekEnv(sample, self.env_config))
-        options = {"perturbation": perturbation, "episode_id": episode_id, "policy": "verl", "group": {"id": episode_id.rsplit("/", 1)[0]}}
-        obs, _ = await loop.run_in_executor(None, lambda: env.reset(seed=seed, options=options))
-        messages: list[Message] = initial_messages(obs)
+        options = {"perturbation": plan.perturbation, "episode_id": episode_id, "policy": "verl",
+                   "group": {"id": plan.group_id, "index": plan.index}}  # fmt: skip
+        obs, info = await loop.run_in_executor(None, lambda: env.reset(seed=plan.seed, options=options))
+        # The env's own instructions (the no-tool prompt with EnvConfig(tools=False)), as run_rollouts gives them.
+        messages: list[Message] = initial_messages(obs, info["instructions"])
         rendered = await loop.run_in_executor(None, lambda: self.renderer.render(messages, add_generation_prompt=True))
         prompt_ids = rendered["input_ids"][0].tolist()
         if len(prompt_ids) > self.prompt_length:
@@ -309,7 +323,8 @@ class VideoSeekAgentLoop(AgentLoopBase):
                     ended_by = "budget"
                     break
                 t0 = time.perf_counter()
-                out = await self._generate(request_id, ids, self._turn_params(sampling_params, budget), videos, grid)
+                params = {**self._turn_params(sampling_params, budget), "seed": turn_seed(plan.seed, turns)}
+                out = await self._generate(request_id, ids, params, videos, grid)
                 metrics["generate_sequences"] += time.perf_counter() - t0
                 merge_server_fields(server_fields, out.extra_fields or {})
                 generated, cut = self._policy_tokens(out.token_ids, budget)
@@ -414,29 +429,19 @@ class VideoSeekAgentLoop(AgentLoopBase):
 
     # ---- groups ------------------------------------------------------------------------------
     async def _perturbed_groups(
-        self, sample: VideoSample, sampling_params: dict[str, Any], uid: str, kinds: list[str], origin_size: int
+        self, sample: VideoSample, sampling_params: dict[str, Any], kinds: list[str], origin_size: int, step: int
     ) -> tuple[dict[str, list[EpisodeSummary]], dict[str, Any] | None]:
-        """Run each perturbed group the reward config needs (G~ episodes each); failed episodes are dropped."""
-        size = self.options.perturbed_group_size or origin_size
+        """Run each perturbed group the reward config needs (`agents.groups.perturbed_plans`: G~
+        episodes each, a mask group only for a sample with patterns); failed episodes are dropped."""
+        plans = perturbed_plans(sample, kinds, self.options.perturbed_group_size or origin_size, self.options.seed, step)
+        results = await asyncio.gather(*[self._episode(sample, sampling_params, p) for p in plans], return_exceptions=True)
         out: dict[str, list[EpisodeSummary]] = {}
-        mask_info = None
-        for kind in kinds:
-            if kind == "mask":
-                if not sample.mask_patterns:
-                    continue  # no annotated pattern: DM-GRPO's r_dm is 0 for this sample
-                pert: dict[str, Any] = mask_perturbation(sample, uid, "mask")
-                mask_info = pert
-            else:
-                pert = {"kind": kind}
-            results = await asyncio.gather(
-                *[
-                    self._episode(sample, sampling_params, episode_id=f"{uid}/{kind}/g{i}", seed=stable_seed(uid, kind, i), perturbation=pert)
-                    for i in range(size)
-                ],
-                return_exceptions=True,
-            )
-            out[kind] = [r.summary for r in results if isinstance(r, EpisodeResult) and r.failure is None]
-        return out, mask_info
+        for p, r in zip(plans, results):
+            kind = p.perturbation["kind"]
+            out.setdefault(kind, [])
+            if isinstance(r, EpisodeResult) and r.failure is None:
+                out[kind].append(r.summary)
+        return out, mask_of(plans)
 
     async def _success_rates(self, sample: VideoSample, messages: list[Message], sampling_params: dict[str, Any]) -> list[float] | None:
         """ProcessThinker's c_i (seed 004, eq. 2): for each step prefix p_i (i <= K_max), the share of
@@ -449,18 +454,14 @@ class VideoSeekAgentLoop(AgentLoopBase):
         when the response is not format-valid: the seed samples no continuation then (r = 0).
         """
         p = self.options.reward.process_thinker
-        turns = [m.text for m in messages if m.role == "assistant"]
-        nested, steps = parse_step_response(turns)
-        if not (nested and p.k_min <= len(steps) <= p.k_max):
+        prefixes = continuation_prefixes(messages, self.options.reward)
+        if not prefixes:
             return None
         loop = asyncio.get_running_loop()
-        cuts = step_cut_points(messages, min(len(steps), p.k_max))
         rates = []
-        for k, end in cuts:
+        for k, prefix_text in prefixes:
             rendered = await loop.run_in_executor(None, lambda k=k: self.renderer.render(messages[:k], add_generation_prompt=True))
-            prefix_text = messages[k].text[:end]
-            prefix_ids = self.tokenizer(prefix_text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
-            prompt = rendered["input_ids"][0].tolist() + list(prefix_ids)
+            prompt = rendered["input_ids"][0].tolist() + prefix_token_ids(self.tokenizer, prefix_text)
             videos = list(rendered["multi_modal_data"].get("video", []))
             grid = rendered.get("video_grid_thw")
             params = self._turn_params(sampling_params, self.options.max_turn_tokens)
@@ -491,27 +492,24 @@ class VideoSeekAgentLoop(AgentLoopBase):
         """`score_group` over the origin group; per-episode scores when the group reward cannot be
         formed (e.g. a DM-GRPO sample without mask patterns, or every perturbed episode failed),
         as the local rollout runner does."""
-        from videoseek.rewards import score_episode, score_group
-
-        config = self.options.reward
-
         def score() -> list[tuple[float, dict[str, float]]]:
-            try:
-                return score_group(sample, origins, perturbed, config, perturbation=mask_info)
-            except ValueError as exc:
-                logger.warning("videoseek group reward of sample %s fell back to per-episode scores: %s", sample.id, exc)
-                return [score_episode(sample, o, config) for o in origins]
+            scores, error = score_origin_group(sample, origins, perturbed, self.options.reward, perturbation=mask_info)
+            if error is not None:
+                logger.warning("videoseek group reward of sample %s fell back to per-episode scores: %s", sample.id, error)
+            return scores
 
         return await asyncio.get_running_loop().run_in_executor(None, score)
 
     # ---- output ------------------------------------------------------------------------------
-    def _record(self, sample: VideoSample, result: EpisodeResult) -> dict[str, Any]:
+    def _record(self, sample: VideoSample, result: EpisodeResult, plan: EpisodePlan) -> dict[str, Any]:
         """What `compute_score` and the logs read (`records.py`): the episode, its crops, evidence and rewards."""
         from videoseek.rewards import score_episode
 
         total, components = score_episode(sample, result.summary, self.options.reward)
         return {
             "sample_id": sample.id,
+            "episode_id": plan.episode_id,
+            "group_index": plan.index,
             "reward_preset": self.options.reward.preset,
             "reward_config": self.options.reward.model_dump(mode="json"),
             "episode": summary_to_dict(result.summary),

@@ -43,6 +43,7 @@ class GroupState:
 
     key: str
     joined: set[Any] = field(default_factory=set)
+    order: list[Any] = field(default_factory=list)  # sessions in join order: an episode's index in its group
     left: set[Any] = field(default_factory=set)
     origins: dict[Any, EpisodeSummary] = field(default_factory=dict)
     perturbed_task: asyncio.Task | None = None
@@ -75,6 +76,8 @@ class GroupCoordinator:
             self._groups[key] = group
             while len(self._groups) > self.max_groups:  # a leak guard; live groups never get here
                 self._groups.popitem(last=False)
+        if session not in group.joined:
+            group.order.append(session)
         group.joined.add(session)
         return group
 

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from videoseek.agents.policy import Message, Policy, PolicyInput, PolicyOutput
 from videoseek.envs.trajectory import Trajectory
+from videoseek.rewards import group_stats
 from videoseek.training.local_grpo import TokenizedEpisode
 
 MODEL_INPUT_KEYS = ("mm_token_type_ids", "pixel_values", "image_grid_thw", "pixel_values_videos", "video_grid_thw", "second_per_grid_ts")
@@ -148,10 +149,8 @@ def _group_stats(rewards: Sequence[float], group_ids: Sequence[str], has_tokens:
             groups.setdefault(g, []).append(float(r))
     out = {}
     for g, values in groups.items():
-        n = len(values)
-        mean = float(np.mean(values)) if n > 1 else None
-        std = float(np.std(values, ddof=1)) if n > 1 else None
-        out[g] = {"id": g, "n": n, "rewards": values, "mean": mean, "std": std}
+        mean, std = group_stats(values)
+        out[g] = {"id": g, "n": len(values), "rewards": values, "mean": mean, "std": std}
     return out
 
 

@@ -125,7 +125,7 @@ def build_spec(args: argparse.Namespace, model: str, train_files: list[str], val
         values.update({k: v for k, v in ready.items() if k not in ("description", "requires", "model")})
     cli = {
         "reward": args.reward, "group_size": args.group_size, "batch_size": args.batch_size, "steps": args.steps,
-        "lr": args.lr, "kl_coef": args.kl_coef, "n_gpus": args.n_gpus,
+        "lr": args.lr, "kl_coef": args.kl_coef, "n_gpus": args.n_gpus, "seed": args.seed,
     }  # fmt: skip
     values.update({k: v for k, v in cli.items() if v is not None})
     overrides = dict(values.pop("overrides", {}) or {})
@@ -289,7 +289,7 @@ def run_local(args: argparse.Namespace) -> int:
     write_run_manifest(run_dir, args, spec, env_config, every, len(probes))
 
     def run_probes(step: int) -> None:
-        """The probe questions, greedily, one episode each, with the same seed every time (same masks)."""
+        """The probe questions, greedily, one episode each, with the same seed and step (0) every time (same masks)."""
         sampling = policy.temperature
         policy.temperature = 0.0  # generation forks torch's RNG: probing leaves training's random stream as it was
         policy.model.eval()
@@ -317,7 +317,7 @@ def run_local(args: argparse.Namespace) -> int:
         policy.model.eval()
         trajectories = run_rollouts(
             questions, recorder, group_size=spec.group_size, env_config=env_config,
-            out_dir=run_dir / "rollouts" / f"step_{step:04d}", seed=args.seed * 100003 + step, progress=False,
+            out_dir=run_dir / "rollouts" / f"step_{step:04d}", seed=args.seed, step=step, progress=False,
         )  # fmt: skip
         batch = training_batch(trajectories, recorder, policy.renderer)
         t_rollout = time.perf_counter() - t0

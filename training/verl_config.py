@@ -55,6 +55,7 @@ class TrainSpec:
     lr: float = 1e-6
     kl_coef: float = 0.01
     temperature: float = 1.0
+    seed: int = 0  # with the step, decides episode seeds and mask patterns (agents.groups) and verl's data order
     env: dict[str, Any] = field(default_factory=dict)
     loop: dict[str, Any] = field(default_factory=dict)  # extra VideoSeekAgentLoop options
     overrides: dict[str, Any] = field(default_factory=dict)  # dotted verl keys from a ready config / CLI
@@ -108,7 +109,7 @@ def format_override(key: str, value: Any) -> str:
 
 def agent_loop_entries(spec: TrainSpec) -> list[dict[str, Any]]:
     """The agent-loop YAML verl loads (`rollout.agent.agent_loop_config_path`); extra keys become kwargs."""
-    options = {"reward": {"preset": spec.reward}, "env": dict(spec.env), "max_turn_tokens": spec.max_turn_tokens, **spec.loop}
+    options = {"reward": {"preset": spec.reward}, "env": dict(spec.env), "max_turn_tokens": spec.max_turn_tokens, "seed": spec.seed, **spec.loop}
     return [{"name": AGENT_NAME, "_target_": AGENT_LOOP_TARGET, "videoseek": options}]
 
 
@@ -135,6 +136,7 @@ def verl_overrides(spec: TrainSpec, agent_loop_path: str | os.PathLike[str]) -> 
         "data.max_response_length": spec.response_length,
         "data.filter_overlong_prompts": False,
         "data.truncation": "error",
+        "data.seed": spec.seed,  # the order verl's sampler draws prompts in
         "data.video_key": "videos",
         "data.return_raw_chat": True,
         "actor_rollout_ref.model.path": spec.model,

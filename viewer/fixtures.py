@@ -3,7 +3,7 @@
 The episodes are scripted, not produced by a policy, but every number in them is computed the
 way the env defines it: coverage, precision and evidence score E = |R∩C| / |R∪C| over unions of
 intervals (CS-GRPO, seed 003) with `videoseek.rewards.intervals`, gains g_k = E_k - E_{k-1}, and
-group advantages (r - mean) / (std + eps) as in GRPO (unbiased std, as `agents.rollout.group_advantages`). Frames are real JPEG files drawn with Pillow
+group advantages (r - mean) / (std + eps) as in GRPO (`videoseek.rewards.group_advantages`). Frames are real JPEG files drawn with Pillow
 (a colour per second, the timestamp written in), masked frames are black, as DM-GRPO's masked group
 zeroes pixels (seed 002). Each sample gets one episode of each kind the viewer must draw: a good
 search, a rejected call, a duplicate call, a fragment, a wrong answer, and an optional masked twin.
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from PIL import Image, ImageDraw
+from videoseek.rewards.advantage import group_advantages
 from videoseek.rewards.intervals import intersection, measure, tiou, union
 
 FRAME_SIZE = (96, 64)
@@ -161,12 +162,9 @@ def fixture_samples(n: int) -> list[dict[str, Any]]:
     ]
 
 
-def _with_advantages(episodes: list[dict[str, Any]], eps: float = 1e-6) -> None:
-    rewards = [ep["reward"] for ep in episodes]
-    mean = sum(rewards) / len(rewards)
-    std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / (len(rewards) - 1)) if len(rewards) > 1 else 0.0
-    for ep in episodes:
-        ep["advantage"] = round((ep["reward"] - mean) / (std + eps), 6)
+def _with_advantages(episodes: list[dict[str, Any]]) -> None:
+    for ep, a in zip(episodes, group_advantages([ep["reward"] for ep in episodes])):
+        ep["advantage"] = round(float(a), 6)
 
 
 def write_fixture_run(run_dir: str | Path, n_samples: int = 3, group_size: int = 4, policy: str = "oracle",

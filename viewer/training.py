@@ -21,6 +21,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from videoseek.rewards.advantage import group_stats
 from videoseek.viewer.runindex import as_dict, as_float, as_list, as_str
 
 METRICS = "metrics.jsonl"
@@ -153,14 +154,6 @@ def clean_segments(segments: Any) -> list[dict[str, Any]]:
                     item[key] = [as_float(v) for v in as_list(seg.get(key))]
         out.append(item)
     return out
-
-
-def group_stats(rewards: list[float]) -> tuple[float | None, float | None]:
-    """Mean and unbiased std of a group's rewards as GRPO normalises them (None for fewer than two)."""
-    if len(rewards) < 2:
-        return None, None
-    mean = sum(rewards) / len(rewards)
-    return mean, math.sqrt(sum((r - mean) ** 2 for r in rewards) / (len(rewards) - 1))
 
 
 def step_groups(rows: list[Any], grpo: dict[str, Any] | None) -> list[dict[str, Any]]:

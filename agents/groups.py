@@ -1,0 +1,187 @@
+"""The group engine: how a sample's episodes are planned, seeded, perturbed and scored as one group.
+
+Both episode drivers call it, so an episode gets the same id, seed, perturbation, reward and
+advantage whichever plays it:
+
+- the batched policy driver (`agents/rollout.py`: `run_rollouts`, which `videoseek rollout` and
+  the local GRPO backend use);
+- verl's async server driver (`training/agent_loop.py`: `VideoSeekAgentLoop`).
+
+A run is identified by (seed, step): the run's seed and the training step (0 outside training).
+Every random choice of a group is drawn from it and the sample's id, never from a process-local
+value (verl's prompt uid is a fresh uuid4 every step): DM-GRPO's mask pattern (VideoMend draws one
+pattern per sample and step, seed 002 §5.3), each episode's env seed (T-GRPO's shuffle, the
+policy's sampling stream). Probes and evaluations keep their masks by keeping the step fixed.
+
+ProcessThinker's continuations (seed 004, eq. 2) are planned here too: where each step prefix
+ends and when a continuation counts as a success; the drivers only sample them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from videoseek.agents.policy import Message, stable_seed
+from videoseek.envs.actions import Answer, parse_action
+from videoseek.envs.sample import VideoSample
+from videoseek.rewards import EpisodeSummary, RewardConfig, accuracy_reward, score_episode, score_group
+from videoseek.rewards.format import scan_end
+from videoseek.rewards.process_thinker import parse_step_response
+
+PERTURBATIONS = ("mask", "shuffle", "blend")
+
+Scores = list[tuple[float, dict[str, float]]]
+
+
+@dataclass(frozen=True)
+class EpisodePlan:
+    """One episode of a group: its id, the group it belongs to, its index there, its view and seed."""
+
+    episode_id: str
+    group_id: str
+    index: int
+    perturbation: dict[str, Any] | None
+    seed: int
+
+    @property
+    def role(self) -> str:
+        return "perturbed" if self.perturbation else "origin"
+
+
+def episode_seed(seed: int, step: int, episode_id: str) -> int:
+    """The env seed of one episode (its reset, T-GRPO's shuffle, the policy's sampling stream)."""
+    return stable_seed(seed, step, episode_id)
+
+
+def turn_seed(seed: int, turn: int) -> int:
+    """The sampling seed of one turn of an episode seeded `seed`: verl's agent loop sends it to
+    the server (vLLM's per-request `seed`), so a rerun samples the same turns where vLLM is
+    deterministic; scripted test policies draw from it too."""
+    return stable_seed(seed, turn)
+
+
+def mask_perturbation(sample: VideoSample, seed: int, step: int) -> dict[str, Any]:
+    """DM-GRPO's masked view: one of the sample's annotated mask patterns, drawn per sample and
+    step as VideoMend's trainer draws it (seed 002 §5.3), from (run seed, step, sample id)."""
+    if not sample.mask_patterns:
+        raise ValueError(f"sample {sample.id}: no mask_patterns (annotate them with `videoseek annotate-masks`)")
+    return {"kind": "mask", "pattern": stable_seed(seed, step, sample.id, "mask") % len(sample.mask_patterns)}
+
+
+def perturbation_of(kind: str, sample: VideoSample, seed: int, step: int) -> dict[str, Any] | None:
+    """The perturbed view `kind` of a sample; None for a mask group of a sample without patterns
+    (DM-GRPO's r_dm is then 0: the group is not played)."""
+    if kind not in PERTURBATIONS:
+        raise ValueError(f"unknown perturbation {kind!r}; choose from {PERTURBATIONS}")
+    if kind == "mask":
+        return mask_perturbation(sample, seed, step) if sample.mask_patterns else None
+    return {"kind": kind}
+
+
+def origin_plan(sample: VideoSample, index: int, seed: int, step: int = 0) -> EpisodePlan:
+    """The `index`-th episode of the sample's origin group."""
+    episode_id = f"{sample.id}/g{index}"
+    return EpisodePlan(episode_id, sample.id, index, None, episode_seed(seed, step, episode_id))
+
+
+def perturbed_plans(sample: VideoSample, kinds: Sequence[str], size: int, seed: int, step: int = 0) -> list[EpisodePlan]:
+    """The `size` episodes of each perturbed group in `kinds` (groups the sample cannot have are left out)."""
+    out = []
+    for kind in kinds:
+        pert = perturbation_of(kind, sample, seed, step)
+        if pert is None:
+            continue
+        for g in range(size):
+            episode_id = f"{sample.id}/{kind}/g{g}"
+            out.append(EpisodePlan(episode_id, sample.id, g, pert, episode_seed(seed, step, episode_id)))
+    return out
+
+
+def plan_group(
+    sample: VideoSample, group_size: int, kinds: Sequence[str], seed: int, step: int = 0, perturbed_size: int | None = None
+) -> list[EpisodePlan]:
+    """The origin group (G episodes) and each perturbed group (G~, default G) of one sample."""
+    origins = [origin_plan(sample, g, seed, step) for g in range(group_size)]
+    return origins + perturbed_plans(sample, kinds, perturbed_size or group_size, seed, step)
+
+
+def mask_of(plans: Sequence[EpisodePlan]) -> dict[str, Any] | None:
+    """The mask perturbation a group was played with (DM-GRPO's reward reads its pattern)."""
+    return next((p.perturbation for p in plans if p.perturbation and p.perturbation["kind"] == "mask"), None)
+
+
+def score_origin_group(
+    sample: VideoSample,
+    origins: Sequence[EpisodeSummary],
+    perturbed: Mapping[str, Sequence[EpisodeSummary]],
+    config: RewardConfig,
+    *,
+    success_rates: Sequence[list[float] | None] | None = None,
+    perturbation: Mapping[str, Any] | None = None,
+) -> tuple[Scores, str | None]:
+    """The origin episodes' (total, components) and the reason the group reward could not be formed.
+
+    `score_group` first; when it cannot score the group (a DM-GRPO sample without mask patterns,
+    every perturbed episode failed) each episode keeps its own score and the first line of the
+    reason is returned, which both drivers record (`metrics["group_reward_error"]`, a warning).
+    """
+    try:
+        scores = score_group(sample, list(origins), {k: list(v) for k, v in perturbed.items()}, config,
+                             success_rates=list(success_rates) if success_rates is not None else None,
+                             perturbation=dict(perturbation) if perturbation else None)  # fmt: skip
+        return [(float(t), {k: float(v) for k, v in c.items()}) for t, c in scores], None
+    except ValueError as exc:
+        fallback = []
+        for o, rates in zip(origins, success_rates or [None] * len(origins)):
+            if rates is not None:  # the rollout process reward still reads the episode's own c_i
+                o = dataclasses.replace(o, metadata={**o.metadata, "success_rates": rates})
+            total, components = score_episode(sample, o, config)
+            fallback.append((float(total), {k: float(v) for k, v in components.items()}))
+        return fallback, str(exc).splitlines()[0]
+
+
+# ---- ProcessThinker continuations (seed 004, eq. 2) ---------------------------------------------
+_THINK_SPAN = re.compile(r"<think>(.*?)</think>", re.S)
+_STEP_END = re.compile(r"</step>")
+
+
+def step_cut_points(messages: Sequence[Message], count: int) -> list[tuple[int, int]]:
+    """(message index, character offset just after `</step>`) of the first `count` steps, in order.
+
+    Steps are counted inside the `<think>` blocks of assistant turns, as ProcessThinker's parser does.
+    """
+    cuts = [(k, think.start(1) + m.end()) for k, msg in enumerate(messages) if msg.role == "assistant"
+            for think in _THINK_SPAN.finditer(msg.text, 0, scan_end(msg.text, "</think>"))  # linear: see scan_end
+            for m in _STEP_END.finditer(think.group(1))]  # fmt: skip
+    return cuts[:count]
+
+
+def continuation_prefixes(messages: Sequence[Message], config: RewardConfig) -> list[tuple[int, str]]:
+    """Where ProcessThinker samples continuations of one finished episode: per step prefix p_i
+    (i <= K_max), (index of the assistant message it lies in, that message's text up to just after
+    the i-th `</step>`). Empty when the response is not format-valid or K is outside
+    [K_min, K_max]: the seed samples no continuation then (r = 0)."""
+    p = config.process_thinker
+    nested, steps = parse_step_response([m.text for m in messages if m.role == "assistant"])
+    if not nested or not (p.k_min <= len(steps) <= p.k_max):
+        return []
+    return [(k, messages[k].text[:offset]) for k, offset in step_cut_points(messages, min(len(steps), p.k_max))]
+
+
+def continuation_succeeds(sample: VideoSample, text: str, threshold: float) -> bool:
+    """Does a step prefix plus its continuation end in a correct answer (ProcessThinker's verifier)?
+
+    A continuation is one assistant turn sampled after the prefix, with the frames seen up to
+    there; one that calls the tool instead of answering fails (our choice: the seed is
+    single-turn, and replaying tool calls would multiply the cost)."""
+    action = parse_action(text).action
+    return isinstance(action, Answer) and accuracy_reward(action.text, sample) >= threshold
+
+
+def continuation_id(episode_id: str, prefix: int, m: int) -> str:
+    """The id of the m-th continuation of prefix i (1-based), which seeds its sampling."""
+    return f"{episode_id}/prefix{prefix}/m{m}"
