@@ -52,9 +52,15 @@ class EpisodePlan:
         return "perturbed" if self.perturbation else "origin"
 
 
+def run_seed(seed: int, step: int, *parts: Any) -> int:
+    """A seed drawn from the run (seed, step) and identities. Step 0 (evaluations, probes) keys on
+    the seed alone, as releases before the step existed did, so their recorded runs replay."""
+    return stable_seed(seed, *parts) if step == 0 else stable_seed(seed, step, *parts)
+
+
 def episode_seed(seed: int, step: int, episode_id: str) -> int:
     """The env seed of one episode (its reset, T-GRPO's shuffle, the policy's sampling stream)."""
-    return stable_seed(seed, step, episode_id)
+    return run_seed(seed, step, episode_id)
 
 
 def turn_seed(seed: int, turn: int) -> int:
@@ -69,7 +75,7 @@ def mask_perturbation(sample: VideoSample, seed: int, step: int) -> dict[str, An
     step as VideoMend's trainer draws it (seed 002 §5.3), from (run seed, step, sample id)."""
     if not sample.mask_patterns:
         raise ValueError(f"sample {sample.id}: no mask_patterns (annotate them with `videoseek annotate-masks`)")
-    return {"kind": "mask", "pattern": stable_seed(seed, step, sample.id, "mask") % len(sample.mask_patterns)}
+    return {"kind": "mask", "pattern": run_seed(seed, step, sample.id) % len(sample.mask_patterns)}
 
 
 def perturbation_of(kind: str, sample: VideoSample, seed: int, step: int) -> dict[str, Any] | None:

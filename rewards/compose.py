@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .accuracy import accuracy_reward
 from .clue_seek import ClueSeekParams, clue_seek_reward
-from .delta_mask import delta_mask_reward, group_accuracy, sfgrpo_bonus, tgrpo_bonus
+from .delta_mask import FORMAT_GATE, TIMESTAMP_WEIGHT, delta_mask_reward, group_accuracy, sfgrpo_bonus, tgrpo_bonus
 from .format import format_reward, ref_delta_format_reward, scan_end
 from .grounding import grounding_reward
 from .process import process_reward
@@ -84,8 +84,7 @@ class DeltaMaskParams(_Params):
     alpha: float = 0.3
     gamma: float = -0.2
     tau: float = 0.5
-    lam: float = 0.2  # λ, the timestamp weight of the dmgrpo preset
-    format_gate: float = 0.4
+    # λ (eq. 2) is the preset's `timestamp` weight and the gate is `RewardConfig.format_gate`: one place each.
 
 
 class TemporalParams(_Params):
@@ -118,13 +117,13 @@ GATED = ("timestamp", "delta_mask")  # zeroed when ref_delta_format is below the
 PRESETS: dict[str, dict[str, float]] = {
     "default": {"accuracy": 1.0, "format": 1.0},
     "csgrpo": {"accuracy": 1.0, "format": 1.0, "clue_seek": 1.0, "grounding": 1.0},
-    "dmgrpo": {"accuracy": 1.0, "ref_delta_format": 0.0, "timestamp": 0.2, "delta_mask": 1.0},
+    "dmgrpo": {"accuracy": 1.0, "ref_delta_format": 0.0, "timestamp": TIMESTAMP_WEIGHT, "delta_mask": 1.0},
     "tgrpo": {"accuracy": 1.0, "format": 1.0, "temporal": 1.0},
     "sfgrpo": {"accuracy": 1.0, "format": 1.0, "consistency": 1.0},
     "prr": {"accuracy": 1.0, "format": 1.0, "process": 1.0},
     "processthinker": {"accuracy": 0.0, "format": 0.0, "process_thinker": 1.0},
 }
-PRESET_GATES: dict[str, float] = {"dmgrpo": 0.4}
+PRESET_GATES: dict[str, float] = {"dmgrpo": FORMAT_GATE}
 
 
 class RewardConfig(BaseModel):
@@ -170,14 +169,9 @@ class RewardConfig(BaseModel):
         return weights
 
     def merged_weights(self) -> dict[str, float]:
-        """The preset's weights updated by `weights`, zero weights included (those are reported only).
-
-        In the dmgrpo preset the timestamp weight is `delta_mask.lam` (λ of VideoMend eq. 2).
-        """
-        base = dict(PRESETS[self.preset])
-        if self.preset == "dmgrpo":
-            base["timestamp"] = self.delta_mask.lam
-        return {**base, **self.weights}
+        """The preset's weights (its row of `PRESETS`, as written there) updated by `weights`, zero
+        weights included (those are reported only). DM-GRPO's λ is `weights={"timestamp": λ}`."""
+        return {**PRESETS[self.preset], **self.weights}
 
     def component_weights(self) -> dict[str, float]:
         """The non-zero weights: the components that make up the total."""
@@ -228,8 +222,7 @@ def episode_components(
     accuracy and format are always reported (they are cheap and every log wants them).
     """
     wanted = set(config.merged_weights()) | {"accuracy", "format"}
-    gate = config.gate()
-    if gate is not None:
+    if config.gate() is not None:
         wanted.add("ref_delta_format")
     turns = episode.assistant_turns
     out: dict[str, float] = {}
@@ -260,16 +253,33 @@ def episode_components(
     if "process_thinker" in wanted:
         rates = success_rates if success_rates is not None else episode.metadata.get("success_rates")
         out["process_thinker"] = _process_thinker(sample, episode, config, accuracy, rates)
-    if gate is not None and out["ref_delta_format"] < gate:
+    return apply_gate(out, config)
+
+
+def apply_gate(components: dict[str, float], config: RewardConfig) -> dict[str, float]:
+    """Zero the gated components (`GATED`) when ref_delta_format is below the config's gate
+    (VideoMend §6.3); in place, and returned. The one place the gate is applied."""
+    gate = config.gate()
+    if gate is not None and components.get("ref_delta_format", 1.0) < gate:
         for name in GATED:
-            if name in out:
-                out[name] = 0.0
-    return out
+            if name in components:
+                components[name] = 0.0
+    return components
 
 
-def _total(components: Mapping[str, float], config: RewardConfig) -> float:
+def weighted_terms(components: Mapping[str, float], config: RewardConfig) -> dict[str, float]:
+    """weight × value of each component that counts (non-zero weight): the terms of the total.
+
+    >>> weighted_terms({"accuracy": 1.0, "format": 0.5}, RewardConfig(preset="default", weights={"format": 2.0}))
+    {'accuracy': 1.0, 'format': 1.0}
+    """
     weights = config.component_weights()
-    return sum(weights[k] * v for k, v in components.items() if k in weights)
+    return {k: weights[k] * v for k, v in components.items() if k in weights}
+
+
+def total_reward(components: Mapping[str, float], config: RewardConfig) -> float:
+    """The reward: the sum of `weighted_terms` (every driver's and reader's total comes from here)."""
+    return sum(weighted_terms(components, config).values())
 
 
 def score_episode(sample: Any, episode: EpisodeSummary, config: RewardConfig | None = None) -> tuple[float, dict[str, float]]:
@@ -280,7 +290,7 @@ def score_episode(sample: Any, episode: EpisodeSummary, config: RewardConfig | N
     """
     config = config or RewardConfig()
     components = episode_components(sample, episode, config)
-    return _total(components, config), components
+    return total_reward(components, config), components
 
 
 def _oracle_label(sample: Any, masked: Sequence[EpisodeSummary], perturbation: Mapping[str, Any] | None) -> bool:
@@ -357,7 +367,6 @@ def score_group(
         group_acc[kind] = group_accuracy([accuracy_reward(ep.prediction, sample, strict_decimal=config.strict_decimal) for ep in episodes])
     origin_acc = group_accuracy([c["accuracy"] for c in per_episode])
     weights = config.component_weights()
-    gate = config.gate()
     results = []
     for comps in per_episode:
         correct = comps["accuracy"] >= config.correct_threshold
@@ -365,12 +374,10 @@ def score_group(
             d = config.delta_mask
             oracle = _oracle_label(sample, groups["mask"], perturbation)
             comps["delta_mask"] = delta_mask_reward(correct, group_acc["mask"], oracle, d.alpha, d.gamma, d.tau)
-            if gate is not None and comps.get("ref_delta_format", 1.0) < gate:
-                comps["delta_mask"] = 0.0
         if "temporal" in weights:
             comps["temporal"] = tgrpo_bonus(correct, origin_acc, group_acc["shuffle"], config.temporal.alpha, config.temporal.mu)
         if "consistency" in weights:
             c = config.consistency
             comps["consistency"] = sfgrpo_bonus(correct, group_acc["blend"], c.high, c.low, c.tau)
-        results.append((_total(comps, config), comps))
+        results.append((total_reward(apply_gate(comps, config), config), comps))
     return results

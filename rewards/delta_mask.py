@@ -50,13 +50,17 @@ def delta_mask_reward(
     return alpha if masked_accuracy >= tau else alpha + gamma
 
 
+TIMESTAMP_WEIGHT = 0.2  # λ of eq. 2: the dmgrpo preset's timestamp weight (`rewards.compose.PRESETS`)
+FORMAT_GATE = 0.4  # §6.3: r_ts and r_dm count only when the Ref-Delta format reward reaches it (`PRESET_GATES`)
+
+
 def dmgrpo_reward(
     accuracy: float,
     timestamp: float,
     delta_mask: float,
     format_score: float,
-    lam: float = 0.2,
-    format_gate: float = 0.4,
+    lam: float = TIMESTAMP_WEIGHT,
+    format_gate: float = FORMAT_GATE,
 ) -> float:
     """DM-GRPO total R = r_acc + λ·r_ts + r_dm, with r_ts and r_dm zeroed below the format gate (eq. 2, §6.3)."""
     if format_score < format_gate:

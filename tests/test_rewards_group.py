@@ -8,6 +8,7 @@ from pydantic import ValidationError
 
 from videoseek.envs.sample import VideoSample
 from videoseek.rewards import (
+    PRESETS,
     EpisodeSummary,
     RewardConfig,
     delta_mask_reward,
@@ -154,4 +155,7 @@ def test_custom_weights_mix_families_and_bad_names_fail():
         RewardConfig(clue_seek={"bogus": 1.0})
     with pytest.raises(ValueError, match="ambiguous"):
         score_group(SAMPLE, [ep("B")], [ep("B")], RewardConfig())
-    assert RewardConfig(preset="dmgrpo", delta_mask={"lam": 0.5}).component_weights()["timestamp"] == 0.5
+    assert RewardConfig(preset="dmgrpo", weights={"timestamp": 0.5}).component_weights()["timestamp"] == 0.5
+    assert RewardConfig(preset="dmgrpo").component_weights()["timestamp"] == PRESETS["dmgrpo"]["timestamp"]  # the table is what it computes
+    with pytest.raises(ValueError, match="lam"):  # the old second place for λ is gone, with an error naming it
+        RewardConfig(preset="dmgrpo", delta_mask={"lam": 0.5})

@@ -84,7 +84,7 @@ def explain_reward(components: dict[str, float | None], reward: float | None, co
     component that opens it (`ref_delta_format`), its value and whether the gate was open. Its
     value is the one the reward used (already zeroed by a closed gate).
     """
-    from videoseek.rewards.compose import GATED
+    from videoseek.rewards.compose import GATED, weighted_terms
 
     if config is None:
         return {"known": False, "source": source, "problem": problem, "rows": [], "sum": None, "reward": reward, "matches": None}
@@ -92,15 +92,15 @@ def explain_reward(components: dict[str, float | None], reward: float | None, co
     gate = config.gate()
     gate_value = as_float(components.get("ref_delta_format"))
     names = list(components) + [k for k in weights if k not in components and weights[k] != 0]
+    # The terms and their sum are compose's own (`weighted_terms`): the panel never re-derives the reward.
+    terms = weighted_terms({k: v for k, v in components.items() if v is not None}, config)
+    total = sum(terms.values())
     rows = []
-    total = 0.0
     for name in names:
         value = components.get(name)
         weight = float(weights.get(name, 0.0))
         present = name in components and value is not None
-        contribution = weight * value if present else None
-        if contribution is not None:
-            total += contribution
+        contribution = (terms.get(name, 0.0) if present else None)
         row: dict[str, Any] = {"name": name, "value": value, "weight": weight, "contribution": contribution, "present": present, "gate": None}
         if gate is not None and name in GATED:
             row["gate"] = {"threshold": gate, "by": "ref_delta_format", "value": gate_value,
