@@ -103,20 +103,16 @@ def test_a_broken_or_truncated_dump_line_is_named_by_file_and_line(legacy_run, t
     app.close()
 
 
-@pytest.fixture(scope="module")
-def v1_run(tmp_path_factory, tiny_model, exported):  # noqa: F811
+def v1_step(tmp, tiny_model, exported, reward="default"):  # noqa: F811
     """One step of verl's v1 trainer (the default) with `rollout_data_dir`: verl's dump and the agent loop's episodes."""
     pytest.importorskip("transfer_queue")
     import transfer_queue as tq
     from verl.utils.debug import marked_timer
-    from verl_harness import InMemoryTransferQueue
+    from verl_harness import InMemoryTransferQueue, V1Run
 
-    from test_training_verl_v1 import V1Run
-
-    tmp = tmp_path_factory.mktemp("verl-v1")
     with pytest.MonkeyPatch.context() as monkeypatch:
         InMemoryTransferQueue().install(monkeypatch)
-        cfg = make_config(tmp, tiny_model, exported, group_size=2, batch_size=1)
+        cfg = make_config(tmp, tiny_model, exported, reward=reward, group_size=2, batch_size=1)
         run = V1Run(cfg, tiny_model, scripts=[[CROP, ANSWER], [WRONG]])
         try:
             trainer = run.trainer
@@ -136,6 +132,11 @@ def v1_run(tmp_path_factory, tiny_model, exported):  # noqa: F811
             run.close()
     records = {key: ef["videoseek"] for key, ef in zip(batch.keys, stored["extra_fields"])}
     return tmp / "run", records
+
+
+@pytest.fixture(scope="module")
+def v1_run(tmp_path_factory, tiny_model, exported):  # noqa: F811
+    return v1_step(tmp_path_factory.mktemp("verl-v1"), tiny_model, exported)
 
 
 def test_v1_training_dump_is_joined_with_the_agent_loops_episodes(v1_run, index_sample_module):  # noqa: F811
@@ -163,10 +164,29 @@ def test_v1_training_dump_is_joined_with_the_agent_loops_episodes(v1_run, index_
     assert right["reward_components"] == pytest.approx(record["reward_components"])
     assert right["reward"] == pytest.approx(next(x["score"] for x in lines if x["uid"] == next(k for k, r in records.items() if r["calls"])))
     assert right["reward_explained"]["matches"] is True
+    # the env's own trajectory: the tool's answers and the first observation are there, not placeholders
+    assert right["turns"][0]["observation"]["text"].startswith("crop_video returned")
+    assert [f["t"] for f in right["turns"][0]["observation"]["frames"]] and "Which colour flashes?" in right["initial"]["text"]
     wrong = app.api_episode({"run": ["A@s1"], "i": [str(by_correct[False]["index"])]})["episode"]
     assert wrong["prediction"] == "A" and wrong["calls"] == [] and wrong["correct"] is False
     training = app.api_training({"run": ["A"]})
     assert training["metrics"][0]["coverage"] == pytest.approx(sum(r["evidence"]["coverage"] for r in records.values()) / 2)
+    app.close()
+
+
+def test_v1_perturbed_episodes_show_beside_their_group(tmp_path, tiny_model, exported):  # noqa: F811
+    """T-GRPO's shuffled group is played by the agent loop and never reaches verl: the viewer shows it from the episode dump."""
+    run, records = v1_step(tmp_path, tiny_model, exported, reward="tgrpo")
+    assert all(rec["perturbed"] == {"shuffle": 2} for rec in records.values())
+    app = ViewerApp([run])
+    step = app.api_step({"run": ["A"], "step": ["1"]})
+    assert step["problems"] == []
+    (group,) = step["groups"]
+    assert group["n"] == 2 and len(group["perturbed"]) == 2
+    assert {r["episode_id"].rsplit("/", 2)[-2:][0] for r in group["perturbed"]} == {"shuffle"}
+    shuffled = app.api_episode({"run": ["A@s1"], "i": [str(group["perturbed"][0]["index"])]})["episode"]
+    assert shuffled["group"]["role"] == "perturbed" and shuffled["group"]["perturbation"]["kind"] == "shuffle"
+    assert shuffled["turns"] and shuffled["turns"][0]["observation"]["text"]  # its own turns and tool answers
     app.close()
 
 

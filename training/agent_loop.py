@@ -86,6 +86,7 @@ from videoseek.agents.prompting import (
 from videoseek.envs.actions import Invalid
 from videoseek.envs.env import EnvConfig, VideoSeekEnv
 from videoseek.envs.sample import VideoSample
+from videoseek.envs.trajectory import Trajectory
 from videoseek.rewards import EpisodeSummary, RewardConfig
 from videoseek.training.episode_dump import dump_key, episode_dump
 from videoseek.training.group import GroupCoordinator
@@ -138,6 +139,7 @@ class EpisodeResult:
     failure: str | None = None
     metrics: dict[str, float] = field(default_factory=dict)
     server_fields: dict[str, Any] = field(default_factory=dict)  # the server outputs' extra_fields, merged
+    trajectory: Trajectory | None = None  # the env's own record of the episode (what every path writes)
 
 
 # Per-turn counters verl's servers report in `extra_fields` and verl's ToolAgentLoop sums over turns.
@@ -236,7 +238,7 @@ class VideoSeekAgentLoop(AgentLoopBase):
         plan = origin_plan(sample, index, self.options.seed, step)
         perturbed_task = None
         if kinds:
-            perturbed_task = self.groups.start_perturbed(group, lambda n: self._perturbed_groups(sample, sampling_params, kinds, n, step))
+            perturbed_task = self.groups.start_perturbed(group, lambda n: self._perturbed_groups(sample, sampling_params, kinds, n, step, uid))
         try:
             result = await self._episode(sample, sampling_params, plan)
             if "process_thinker" in config.component_weights() and result.failure is None:
@@ -264,10 +266,22 @@ class VideoSeekAgentLoop(AgentLoopBase):
         return self._output(result, record)
 
     def _dump_episode(self, sample: VideoSample, result: EpisodeResult, record: dict[str, Any], key: str, step: Any) -> None:
-        """The episode for the viewer, beside verl's v1 dump, which holds its text only (`episode_dump.py`)."""
+        """The episode for the viewer, beside verl's v1 dump, which holds its text only
+        (`episode_dump.py`): the env's trajectory, with the reward verl trains on."""
         from videoseek.rewards import accuracy_reward
 
-        self.episode_dump.write(key, step, accuracy_reward(result.summary.prediction, sample), episode_view(sample, record))
+        traj = result.trajectory
+        if record["group_reward"] is not None:
+            traj.reward, traj.reward_components = record["group_reward"], dict(record["group_components"])
+        else:
+            traj.reward, traj.reward_components = record["reward"], dict(record["reward_components"])
+        self.episode_dump.write(key, step, accuracy_reward(result.summary.prediction, sample), episode_view(sample, record), traj)
+
+    def _record_reward(self, sample: VideoSample, result: EpisodeResult) -> tuple[float, dict[str, float]]:
+        from videoseek.rewards import score_episode
+
+        total, components = score_episode(sample, result.summary, self.options.reward)
+        return float(total), {k: float(v) for k, v in components.items()}
 
     # The weights version (`global_steps`) the servers of this worker process reported last.
     last_weights_version: int | None = None
@@ -374,7 +388,12 @@ class VideoSeekAgentLoop(AgentLoopBase):
         summary = env.summary()
         if ended_by in ("budget", "vision_token") and not summary.truncated:
             summary = dataclasses.replace(summary, truncated=True)
+        trajectory = env.trajectory
+        trajectory.truncated = summary.truncated
+        trajectory.failure = failure
+        trajectory.metrics["ended_by"] = ended_by
         return EpisodeResult(
+            trajectory=trajectory,
             prompt_ids=prompt_ids,
             response_ids=ids[len(prompt_ids) :],
             response_mask=mask,
@@ -429,10 +448,12 @@ class VideoSeekAgentLoop(AgentLoopBase):
 
     # ---- groups ------------------------------------------------------------------------------
     async def _perturbed_groups(
-        self, sample: VideoSample, sampling_params: dict[str, Any], kinds: list[str], origin_size: int, step: int
+        self, sample: VideoSample, sampling_params: dict[str, Any], kinds: list[str], origin_size: int, step: int, uid: str
     ) -> tuple[dict[str, list[EpisodeSummary]], dict[str, Any] | None]:
         """Run each perturbed group the reward config needs (`agents.groups.perturbed_plans`: G~
-        episodes each, a mask group only for a sample with patterns); failed episodes are dropped."""
+        episodes each, a mask group only for a sample with patterns); failed episodes are dropped
+        from scoring. With an episode dump, each perturbed episode's trajectory is written under
+        the prompt's uid (verl never sees these episodes, so only this dump keeps them)."""
         plans = perturbed_plans(sample, kinds, self.options.perturbed_group_size or origin_size, self.options.seed, step)
         results = await asyncio.gather(*[self._episode(sample, sampling_params, p) for p in plans], return_exceptions=True)
         out: dict[str, list[EpisodeSummary]] = {}
@@ -441,6 +462,9 @@ class VideoSeekAgentLoop(AgentLoopBase):
             out.setdefault(kind, [])
             if isinstance(r, EpisodeResult) and r.failure is None:
                 out[kind].append(r.summary)
+            if isinstance(r, EpisodeResult) and self.episode_dump is not None:
+                r.trajectory.reward, r.trajectory.reward_components = self._record_reward(sample, r)
+                self.episode_dump.write(f"{uid}/{p.episode_id}", step, float(r.trajectory.accuracy or 0.0), None, r.trajectory, group_key=uid)
         return out, mask_of(plans)
 
     async def _success_rates(self, sample: VideoSample, messages: list[Message], sampling_params: dict[str, Any]) -> list[float] | None:
@@ -503,9 +527,7 @@ class VideoSeekAgentLoop(AgentLoopBase):
     # ---- output ------------------------------------------------------------------------------
     def _record(self, sample: VideoSample, result: EpisodeResult, plan: EpisodePlan) -> dict[str, Any]:
         """What `compute_score` and the logs read (`records.py`): the episode, its crops, evidence and rewards."""
-        from videoseek.rewards import score_episode
-
-        total, components = score_episode(sample, result.summary, self.options.reward)
+        total, components = self._record_reward(sample, result)
         return {
             "sample_id": sample.id,
             "episode_id": plan.episode_id,

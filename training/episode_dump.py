@@ -8,7 +8,12 @@ sample's clues would be lost. verl offers no hook there, so `VideoSeekAgentLoop`
 episode it plays itself:
 
     rollout_data_dir/videoseek/<prompt step>.<host>-<pid>.jsonl
-    {"key": "<uid>_<session>_0", "step": prompt step, "acc": accuracy, "videoseek_episode": JSON}
+    {"key": "<uid>_<session>_0", "step": prompt step, "acc": accuracy, "videoseek_episode": JSON,
+     "trajectory": the env's Trajectory (envs/trajectory.py), tool answers included}
+    {"key": "<uid>/<episode id>", "group_key": "<uid>", "step": ..., "acc": ..., "trajectory": ...}
+
+The second kind is a perturbed episode (DM-GRPO's masked group, T-GRPO's shuffled one, ...),
+which the agent loop plays itself and verl never sees; `group_key` is its prompt's uid.
 
 `key` is the TransferQueue key verl's dump lines carry as `uid` (`AgentLoopWorkerTQ`: one output
 per episode, index 0), `videoseek_episode` is what `compute_score` returns under that name
@@ -63,10 +68,17 @@ class EpisodeDump:
     def path(self, step: int) -> Path:
         return self.folder / f"{step}.{self.tag}.jsonl"
 
-    def write(self, key: str, step: Any, acc: float, view: str) -> None:
-        """One episode; `view` is `records.episode_view`'s JSON string."""
+    def write(self, key: str, step: Any, acc: float, view: str | None, trajectory: Any = None, group_key: str | None = None) -> None:
+        """One episode; `view` is `records.episode_view`'s JSON string, `trajectory` the env's `Trajectory`."""
         step = int(step) if isinstance(step, (int, float)) and not isinstance(step, bool) else 0
-        line = json.dumps({"key": key, "step": step, "acc": float(acc), "videoseek_episode": view}, ensure_ascii=False) + "\n"
+        entry: dict[str, Any] = {"key": key, "step": step, "acc": float(acc)}
+        if view is not None:
+            entry["videoseek_episode"] = view
+        if group_key is not None:
+            entry["group_key"] = group_key
+        if trajectory is not None:
+            entry["trajectory"] = json.loads(trajectory.model_dump_json())
+        line = json.dumps(entry, ensure_ascii=False) + "\n"
         try:
             with self._lock:
                 self.folder.mkdir(parents=True, exist_ok=True)

@@ -92,12 +92,14 @@ def episode_dump_stamp(files: dict[int, list[Path]], step: int) -> tuple:
     return tuple(stamp)
 
 
-def episode_lines(dump_dir: Path, step: int, keys: set[str]) -> dict[str, dict[str, Any]]:
-    """{key: episode line} of the agent loop's episode dump for the dump lines' `keys`: the files of
+def episode_lines(dump_dir: Path, step: int, keys: set[str], groups: frozenset[str] = frozenset()) -> dict[str, dict[str, Any]]:
+    """{key: episode line} of the agent loop's episode dump for the dump lines' `keys`, and the
+    perturbed episodes of the prompt uids `groups` (lines with that `group_key`): the files of
     prompt step `step` first, then earlier ones (an off-policy trainer dumps older prompts' episodes),
     at most `LOOKBACK_STEPS` back, until every key is found. Lines that are not JSON objects with a
     key are passed over."""
     found: dict[str, dict[str, Any]] = {}
+    origin_found = 0
     files = episode_dump_files(dump_dir)
     for s in sorted((k for k in files if step - LOOKBACK_STEPS <= k <= step), reverse=True):
         for f in files[s]:
@@ -110,11 +112,34 @@ def episode_lines(dump_dir: Path, step: int, keys: set[str]) -> dict[str, dict[s
                     line = json.loads(raw) if raw.strip() else None
                 except (json.JSONDecodeError, UnicodeDecodeError):
                     continue  # a torn last line of an episode still being written
-                if isinstance(line, dict) and line.get("key") in keys:
+                if not isinstance(line, dict) or not isinstance(line.get("key"), str):
+                    continue
+                if line["key"] in keys:
+                    origin_found += line["key"] not in found
                     found[line["key"]] = line
-        if len(found) == len(keys):
+                elif line.get("group_key") in groups:
+                    found[line["key"]] = line
+        if origin_found == len(keys):
             break
     return found
+
+
+def _from_trajectory(entry: dict[str, Any], group: str, score: float | None, source: str) -> dict[str, Any] | None:
+    """The env's own trajectory from an episode line (typed: `Trajectory`), grouped by its prompt
+    uid and, for an origin episode, with the reward verl's dump recorded; None if it does not validate."""
+    from videoseek.envs.trajectory import Trajectory
+
+    try:
+        traj = Trajectory.model_validate(entry["trajectory"])
+    except (ValueError, TypeError):
+        return None
+    traj.episode_id = f"{group}/{traj.episode_id}"  # a sample can be drawn twice in one step
+    traj.group.id = group
+    traj.policy = traj.policy or "verl"
+    if score is not None and traj.group.role == "origin":
+        traj.reward = score
+    traj.metrics["verl"] = {"source": source, "ended_by": traj.metrics.get("ended_by")}
+    return json.loads(traj.model_dump_json())
 
 
 def _float(value: Any) -> float | None:
@@ -275,8 +300,12 @@ def convert_line(raw: bytes, line: dict[str, Any] | None, step: int, n: int, epi
     uid = line.get("uid")
     episode = episodes.get(uid) if isinstance(uid, str) and VIEW_KEY not in line else None
     if episode is not None:
-        line = {**line, "acc": episode.get("acc"), VIEW_KEY: episode.get(VIEW_KEY)}
         source = f"the agent loop's episode dump ({SIDECAR}/)"
+        if isinstance(episode.get("trajectory"), dict):
+            traj = _from_trajectory(episode, _group_of_uid(uid)[0], _float(line.get("score")), source)
+            if traj is not None:
+                return json.dumps(traj, ensure_ascii=False).encode("utf-8")
+        line = {**line, "acc": episode.get("acc"), VIEW_KEY: episode.get(VIEW_KEY)}
     view = line.get(VIEW_KEY)
     if isinstance(view, str):
         try:
@@ -305,13 +334,23 @@ def convert_dump(src: Path, dest_dir: Path, step: int) -> None:
     # an unfinished last line stays as it is (the index reports it); every other line is parsed once
     parsed = [_parse(raw) if raw.strip() and n < len(lines) - 1 else None for n, raw in enumerate(lines)]
     wanted = {uid for line in parsed if line and VIEW_KEY not in line and isinstance(uid := line.get("uid"), str)}
-    episodes = episode_lines(src.parent, step, wanted) if wanted else {}
+    groups = frozenset(_group_of_uid(uid)[0] for uid in wanted)
+    episodes = episode_lines(src.parent, step, wanted, groups) if wanted else {}
     out = []
     for n, (raw, line) in enumerate(zip(lines, parsed)):
         if not raw.strip():
             out.append(b"")
             continue
         out.append(raw if n == len(lines) - 1 else convert_line(raw, line, step, n, episodes))
+    # The perturbed episodes of these prompts (only the agent loop's dump has them), after verl's
+    # lines and before the last piece (the file's final line end, or a line still being written).
+    tail = out.pop()
+    for key, entry in episodes.items():
+        if entry.get("group_key") in groups and isinstance(entry.get("trajectory"), dict):
+            traj = _from_trajectory(entry, entry["group_key"], None, f"the agent loop's episode dump ({SIDECAR}/)")
+            if traj is not None:
+                out.append(json.dumps(traj, ensure_ascii=False).encode("utf-8"))
+    out.append(tail)
     tmp = dest_dir / "trajectories.jsonl.tmp"
     tmp.write_bytes(b"\n".join(out))
     os.replace(tmp, dest_dir / "trajectories.jsonl")
