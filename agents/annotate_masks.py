@@ -127,7 +127,7 @@ def annotate_samples(
     The masked episodes run through the rollout runner's `drive_episodes` (batched policy calls,
     per-episode failure isolation, token-exact history). A pattern whose episodes crash (env or
     policy) is left out and counted, never guessed. With a `trajectories` writer
-    (`videoseek.agents.rollout.TrajectoryWriter`) every episode is recorded.
+    (`videoseek.envs.trajectory.TrajectoryWriter`) every episode is recorded.
     """
     from videoseek.agents.rollout import Episode, drive_episodes
     from videoseek.envs.env import EnvConfig
@@ -276,7 +276,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from videoseek.agents.rollout import TrajectoryWriter, load_policy
+    from videoseek.agents.rollout import load_policy
+    from videoseek.envs.trajectory import TrajectoryWriter
     from videoseek.cli import UserError
     from videoseek.envs.env import EnvConfig
 

@@ -179,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.table import Table
 
-    from videoseek.agents.rollout import read_trajectories
+    from videoseek.envs.trajectory import read_trajectories
     from videoseek.cli import UserError
 
     path = args.run / "trajectories.jsonl"

@@ -1,14 +1,28 @@
 """The record of one episode, as the env keeps it and as `trajectories.jsonl` stores it.
 
 The env fills a `Trajectory` while it runs (frames held as arrays in memory, never in the JSON);
-the rollout runner's `TrajectoryWriter` saves the frames as JPEG files and writes one JSON line per
-episode with `FrameRef` paths. The viewer and the evaluator read these lines back with
-`Trajectory.model_validate_json`.
+`TrajectoryWriter` saves the frames as JPEG files and writes one JSON line per episode with
+`FrameRef` paths; `read_trajectories` reads them back. Every path writes this record (the rollout
+runner, the local backend, verl's agent loop in its episode dump) and every reader reads it
+(`videoseek eval`, `export-sft`, the viewer), so code that only reads or writes episodes needs
+nothing beyond `videoseek.envs`.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Literal
+
+import numpy as np
+from PIL import Image
+from pydantic_core import PydanticSerializationError
+
+from videoseek.envs.actions import sanitize_text
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -100,3 +114,134 @@ class Trajectory(BaseModel):
     def invalid_calls(self) -> int:
         """Malformed tool calls and rejected crops (both cost a turn and count for the penalties)."""
         return sum(1 for t in self.turns if t.action.get("type") == "invalid" or (t.action.get("type") == "crop_video" and t.error))
+
+
+# ---- trajectory files ---------------------------------------------------------------------------
+def episode_dir_name(episode_id: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in episode_id.replace("/", "__"))
+
+
+def _fsync_dir(path: Path) -> None:
+    """Make a rename in `path` durable (best effort: not every platform can open a folder)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+class TrajectoryWriter:
+    """Appends trajectories to `RUN/trajectories.jsonl`; frames go to `RUN/frames/<episode>/` as JPEG.
+
+    Lines are split on "\n" only: a model's text may hold U+2028 or U+0085, which JSON leaves
+    unescaped and `str.splitlines` would cut the line at (dropping the episode on resume).
+    """
+
+    def __init__(self, run_dir: str | Path, filename: str = "trajectories.jsonl", jpeg_quality: int = 90) -> None:
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.run_dir / filename
+        self.jpeg_quality = jpeg_quality
+        self._lock = threading.Lock()
+
+    def finished_episodes(self) -> set[str]:
+        """Episode ids already written (unreadable lines, e.g. one cut by a killed run, are dropped)."""
+        return self._rewrite(lambda episode_id: True)
+
+    def drop(self, episode_ids: set[str]) -> None:
+        """Remove these episodes' lines (a group that is rerun is rewritten whole)."""
+        self._rewrite(lambda episode_id: episode_id not in episode_ids)
+
+    def _rewrite(self, keep: Callable[[str], bool]) -> set[str]:
+        """Keep the readable lines whose episode `keep` accepts; the kept episode ids.
+
+        Atomic: the kept lines go to a temporary file in the same folder, which is fsynced and
+        then `os.replace`d over the file, so a kill at any moment leaves the old file or the new
+        one, whole (rewriting in place once lost a run's 60k lines to a kill in that window). A
+        file that would not change is not rewritten: a resume then writes nothing at all.
+        """
+        if not self.path.exists():
+            return set()
+        kept: set[str] = set()
+        keep_line: list[bool] = []
+        changed = False
+        with self._lock:
+            for stale in self.run_dir.glob(f".{self.path.name}.*.tmp"):  # left by a rewrite killed earlier
+                stale.unlink(missing_ok=True)
+            # errors="replace": a line cut by a kill may end inside a multi-byte character
+            with self.path.open(encoding="utf-8", errors="replace", newline="\n") as src:
+                for line in src:
+                    ok = False
+                    try:
+                        episode_id = json.loads(line)["episode_id"]
+                        ok = isinstance(episode_id, str) and bool(keep(episode_id))
+                    except (ValueError, KeyError, TypeError, IndexError, RecursionError):  # ValueError: JSON errors too
+                        pass
+                    if ok:
+                        kept.add(episode_id)
+                    # a cut last line, even a readable one, must get its line end back
+                    changed |= not ok or not line.endswith("\n")
+                    keep_line.append(ok)
+            if changed:
+                self._replace(keep_line)
+        return kept
+
+    def _replace(self, keep_line: list[bool]) -> None:
+        fd, tmp = tempfile.mkstemp(dir=self.run_dir, prefix=f".{self.path.name}.", suffix=".tmp")
+        try:
+            with self.path.open(encoding="utf-8", errors="replace", newline="\n") as src, os.fdopen(fd, "w", encoding="utf-8", newline="\n") as dst:
+                for line, ok in zip(src, keep_line):
+                    if ok:
+                        dst.write(line if line.endswith("\n") else line + "\n")
+                dst.flush()
+                os.fsync(dst.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        _fsync_dir(self.run_dir)
+
+    def write(self, traj: Trajectory, frames_by_turn: dict[int, np.ndarray] | None = None) -> None:
+        frames_by_turn = frames_by_turn or {}
+        folder = Path("frames") / episode_dir_name(traj.episode_id)
+        for turn, frames in frames_by_turn.items():
+            refs = traj.initial.frames if turn < 0 else traj.turns[turn].observation.frames
+            if len(frames) == 0:
+                continue
+            (self.run_dir / folder).mkdir(parents=True, exist_ok=True)
+            tag = "init" if turn < 0 else f"t{turn:02d}"
+            for k, (ref, frame) in enumerate(zip(refs, frames)):
+                rel = folder / f"{tag}_{k:02d}.jpg"
+                Image.fromarray(frame).save(self.run_dir / rel, quality=self.jpeg_quality)
+                ref.path = rel.as_posix()
+        try:
+            line = traj.model_dump_json()
+        except (PydanticSerializationError, UnicodeError, ValueError):
+            # Last line of defence (text is sanitised on entry): one unwritable episode must not
+            # abort the run. Non-JSON values become strings, unencodable characters U+FFFD.
+            traj.metrics["sanitized_on_write"] = True
+            line = sanitize_text(json.dumps(traj.model_dump(), ensure_ascii=False, default=str))[0]
+        with self._lock, self.path.open("a", encoding="utf-8", newline="\n") as fh:
+            fh.write(line + "\n")
+
+
+def read_trajectories(path: str | Path) -> list[Trajectory]:
+    """Read a run's trajectories (a run directory or the JSONL file); a truncated last line is skipped.
+
+    Lines end at "\n" only (see `TrajectoryWriter`)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "trajectories.jsonl"
+    out = []
+    for line in path.read_text(encoding="utf-8", errors="replace").split("\n"):
+        if line.strip():
+            try:
+                out.append(Trajectory.model_validate_json(line))
+            except ValueError:
+                continue
+    return out

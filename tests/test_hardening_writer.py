@@ -17,7 +17,8 @@ from collections import Counter
 from pathlib import Path
 
 from videoseek.agents.policy import PolicyOutput
-from videoseek.agents.rollout import TrajectoryWriter, read_trajectories, run_rollouts
+from videoseek.agents.rollout import run_rollouts
+from videoseek.envs.trajectory import TrajectoryWriter, read_trajectories
 from videoseek.agents.scripted import OraclePolicy
 from videoseek.envs.trajectory import Trajectory
 

@@ -147,7 +147,8 @@ def test_bad_arguments_are_named(tmp_path, tiny_model_dir):
 
 
 def test_runs_inside_the_rollout_runner(tiny_model_dir, index_sample, tmp_path):
-    from videoseek.agents.rollout import read_trajectories, run_rollouts
+    from videoseek.agents.rollout import run_rollouts
+    from videoseek.envs.trajectory import read_trajectories
 
     model = TransformersPolicy(tiny_model_dir, max_new_tokens=8)
     trajs = run_rollouts([index_sample], model, group_size=2, env_config=CONFIG, out_dir=tmp_path, progress=False)

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from videoseek.agents.evaluate import episode_metrics, mean_interval
-from videoseek.agents.rollout import read_trajectories, run_rollouts
+from videoseek.agents.rollout import run_rollouts
+from videoseek.envs.trajectory import read_trajectories
 from videoseek.agents.scripted import SCRIPTED
 from videoseek.envs import perceive as perceive_module
 from videoseek.envs.env import EnvConfig

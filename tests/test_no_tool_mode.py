@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from videoseek.agents.policy import Message
-from videoseek.agents.rollout import read_trajectories
+from videoseek.envs.trajectory import read_trajectories
 from videoseek.cli import main
 from videoseek.envs.actions import CropVideo
 from videoseek.envs.env import EnvConfig, VideoSeekEnv

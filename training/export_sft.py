@@ -170,7 +170,7 @@ def keep(traj: Trajectory, only_correct: bool) -> bool:
 def export_sft(runs: list[str | Path], out_dir: str | Path, only_correct: bool = True, val_fraction: float = 0.0, seed: int = 0) -> list[Path]:
     """Write `OUT/train.parquet` (and `OUT/val.parquet` when `val_fraction` > 0); returns the paths."""
     import pandas as pd
-    from videoseek.agents.rollout import read_trajectories
+    from videoseek.envs.trajectory import read_trajectories
 
     system = system_text()
     rows = []

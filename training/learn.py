@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
 def stage_metrics(run_dir: Path) -> tuple[dict, dict[str, dict[str, float]]]:
     """(reported metrics with 95 % intervals, per-sample episode metrics) of one evaluation run."""
     from videoseek.agents.evaluate import episode_metrics, summarize
-    from videoseek.agents.rollout import read_trajectories
+    from videoseek.envs.trajectory import read_trajectories
 
     trajs = read_trajectories(run_dir)
     m = summarize(trajs)

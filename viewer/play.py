@@ -259,7 +259,7 @@ class PlayManager:
         """Write the finished episode with the runner's `TrajectoryWriter`; where it went or why not."""
         env = session.env
         try:
-            from videoseek.agents.rollout import TrajectoryWriter
+            from videoseek.envs.trajectory import TrajectoryWriter
 
             writer = TrajectoryWriter(self.play_dir)
             # the writer sets FrameRef paths in place; give it a copy so the live session keeps its URLs
