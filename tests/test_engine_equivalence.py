@@ -9,12 +9,16 @@ the latest frames it was shown. On verl the policy is the emulated server (`Fake
 (`verl_harness.py`). The policy writes token ids as a model would (its text's ids and
 `<|im_end|>`), so the local side's training tokens can be compared with verl's.
 
-Equal, for every preset (group presets with their perturbed groups): episode ids and group
-indices, crop calls, evidence, per-episode and group rewards with their components, GRPO
-advantages, the perturbed groups' sizes, and the token ids and loss / response masks training sees.
+Equal, for every preset (group presets with their perturbed groups): every episode's trajectory,
+perturbed ones included (the agent loop's episode dump against `run_rollouts`' records: turns,
+frame times and masks, tool answers, evidence, prediction, reward and components), the records
+verl trains from (group indices, crops, evidence, group rewards), GRPO advantages, and the token
+ids and loss / response masks training sees.
 """
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pytest
@@ -32,6 +36,7 @@ from videoseek.agents.rollout import run_rollouts
 from videoseek.agents.tiny_model import ensure_tiny_model
 from videoseek.envs.env import EnvConfig
 from videoseek.envs.sample import VideoSample
+from videoseek.envs.trajectory import Trajectory
 from videoseek.rewards import RewardConfig
 from videoseek.training.export import export_samples
 from videoseek.training.local_rollout import RecordingPolicy, training_batch
@@ -126,13 +131,36 @@ def verl_episodes(tmp_path, samples, preset, model):
         batch, _, stored = run.step()
     finally:
         run.close()
-    return batch, stored
+    # the agent loop's episode dump: the env's trajectory of every episode it played, perturbed ones too
+    dumped = {}
+    for f in sorted((tmp_path / "run" / "rollouts" / "videoseek").glob("*.jsonl")):
+        for line in f.read_text().splitlines():
+            traj = Trajectory.model_validate(json.loads(line)["trajectory"])
+            dumped[traj.episode_id] = traj
+    return batch, stored, dumped
+
+
+def episode_facts(traj: Trajectory) -> dict:
+    """What an episode was: its group, turns, frames shown, evidence and score (not who played it)."""
+    return {
+        "group": traj.group.model_dump(), "initial": [f.t for f in traj.initial.frames],
+        "turns": [(t.assistant, t.action, t.error, t.observation.text, [f.t for f in t.observation.frames],
+                   [f.masked for f in t.observation.frames], t.evidence, t.call.model_dump() if t.call else None) for t in traj.turns],
+        "prediction": traj.prediction, "accuracy": traj.accuracy, "terminated": traj.terminated, "truncated": traj.truncated,
+    }  # fmt: skip
 
 
 @pytest.mark.parametrize("preset", ["csgrpo", "dmgrpo", "tgrpo", "sfgrpo", "default"])
 def test_run_rollouts_and_verl_v1_play_identical_episodes(tmp_path, tiny_model, samples, store, preset):
     trajs, local = local_episodes(samples, preset, tiny_model)
-    batch, stored = verl_episodes(tmp_path, samples, preset, tiny_model)
+    batch, stored, dumped = verl_episodes(tmp_path, samples, preset, tiny_model)
+    # Every episode, origin and perturbed, played the same: texts, frames (times, masks), evidence, score.
+    assert sorted(dumped) == sorted(t.episode_id for t in trajs)
+    for t in trajs:
+        assert episode_facts(dumped[t.episode_id]) == episode_facts(t), t.episode_id
+        assert dumped[t.episode_id].reward == pytest.approx(t.reward) and dumped[t.episode_id].reward_components == pytest.approx(t.reward_components)
+    if preset in ("dmgrpo", "tgrpo", "sfgrpo"):
+        assert any(t.group.role == "perturbed" for t in trajs)
     records = [ef["videoseek"] for ef in list(stored["extra_fields"])]
     verl_by_id = {}
     for k, rec in enumerate(records):
