@@ -196,3 +196,40 @@ def test_run_rollouts_and_verl_v1_play_identical_episodes(tmp_path, tiny_model, 
         assert ep.loss_mask[len(prompt) : n].tolist() == response_mask.tolist() and int(ep.loss_mask[: len(prompt)].sum()) == 0
         # after the last <|im_end|> the local rendering keeps the template's closing newline, never trained on
         assert ep.input_ids[n:].tolist() in ([], [198]) and int(ep.loss_mask[n:].sum()) == 0
+
+
+@pytest.mark.slow
+def test_the_tiny_model_greedy_plays_the_same_tokens_on_both_paths(tmp_path, family_model_dir, samples, store):
+    """A real model: the tiny VLM of each family, greedy, generating locally (`TransformersPolicy`)
+    and behind the emulated vLLM server (the same model, from the ids and frames verl sends)."""
+    from test_training_agent_loop import TinyModelServer
+    from videoseek.agents.hf_policy import TransformersPolicy
+
+    _, model = family_model_dir
+    max_turn_tokens = 64  # make_config's cap of one assistant turn
+    policy = TransformersPolicy(model, max_new_tokens=max_turn_tokens, temperature=0.0, **PIXELS)
+    recorder = RecordingPolicy(policy)
+    config = EnvConfig(**ENV, reward=RewardConfig(preset="csgrpo"))
+    trajs = run_rollouts(samples, recorder, group_size=GROUP, env_config=config, seed=SEED, step=STEP, progress=False, batch_episodes=1)
+    local = training_batch(trajs, recorder, policy.renderer)
+
+    parquet = export_samples(samples, tmp_path / "export", "train", EnvConfig(**ENV), progress=False)
+    # a response budget no episode reaches: the local driver has none (a turn the budget cuts is verl's alone)
+    cfg = make_config(tmp_path, model, parquet, reward="csgrpo", group_size=GROUP, batch_size=len(samples), response_length=4096,
+                      loop={**PIXELS, "seed": SEED})  # fmt: skip
+    run = V1Run(cfg, model, server=TinyModelServer(model, do_sample=False))
+    try:
+        _, _, stored = run.step()
+    finally:
+        run.close()
+    by_id = {ef["videoseek"]["episode_id"]: k for k, ef in enumerate(list(stored["extra_fields"]))}
+    assert sorted(by_id) == sorted(t.episode_id for t in local.trajectories)
+    for t, ep in zip(local.trajectories, local.episodes):
+        k = by_id[t.episode_id]
+        prompt, response, response_mask = stored["prompts"][k], stored["responses"][k], stored["response_mask"][k]
+        n = len(prompt) + len(response)
+        assert ep.input_ids[:n].tolist() == prompt.tolist() + response.tolist(), t.episode_id
+        assert ep.loss_mask[len(prompt) : n].tolist() == response_mask.tolist()
+        rec = list(stored["extra_fields"])[k]["videoseek"]
+        assert int(ep.loss_mask[n:].sum()) == 0, (rec["ended_by"], len(response))
+        assert rec["reward"] == pytest.approx(t.reward) and rec["reward_components"] == pytest.approx(t.reward_components)

@@ -45,11 +45,12 @@ def tiny_model(tmp_path_factory):
 class TinyModelServer(FakeVLLMServer):
     """Generates with the tiny model from token ids and raw frames, as a vLLM server does."""
 
-    def __init__(self, model_path):
+    def __init__(self, model_path, do_sample: bool = True):
         from transformers import AutoModelForImageTextToText
 
         super().__init__(hf_processor(str(model_path)), turns=[""])
         self.model = AutoModelForImageTextToText.from_pretrained(model_path).eval()
+        self.do_sample = do_sample  # False: greedy, as a policy with temperature 0
         self.calls = 0
 
     async def generate(self, prompt_ids, sampling_params, request_id, image_data=None, video_data=None, audio_data=None, mm_processor_kwargs=None, priority=0, kv_transfer_params=None):
@@ -63,9 +64,14 @@ class TinyModelServer(FakeVLLMServer):
             inputs.update(pixel_values_videos=vision["pixel_values_videos"], video_grid_thw=vision["video_grid_thw"])
         with torch.random.fork_rng(devices=[]), torch.inference_mode():
             torch.manual_seed(self.calls)
-            out = self.model.generate(**inputs, max_new_tokens=sampling_params["max_tokens"], do_sample=True, temperature=1.0)
+            sampling = {"do_sample": True, "temperature": 1.0} if self.do_sample else {"do_sample": False}
+            out = self.model.generate(**inputs, max_new_tokens=sampling_params["max_tokens"], output_scores=True, return_dict_in_generate=True, **sampling)
         self.calls += 1
-        return TokenOutput(token_ids=out[0, len(prompt_ids) :].tolist(), extra_fields={"global_steps": 0})
+        ids = out.sequences[0, len(prompt_ids) :].tolist()
+        log_probs = None
+        if sampling_params.get("logprobs"):  # the sampled tokens' log-probabilities, as vLLM returns them
+            log_probs = [float(torch.log_softmax(score[0].float(), -1)[t]) for score, t in zip(out.scores, ids)]
+        return TokenOutput(token_ids=ids, log_probs=log_probs, extra_fields={"global_steps": 0})
 
 
 def run_worker(cfg, server, n=2):

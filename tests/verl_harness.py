@@ -445,10 +445,10 @@ def build_v1_trainer(cfg, worker, server: FakeVLLMServer, actor: TinyActor, loop
 class V1Run:
     """The v1 worker (in its event-loop thread) and trainer for one config and server."""
 
-    def __init__(self, cfg, model, scripts=None, respond=None):
+    def __init__(self, cfg, model, scripts=None, respond=None, server=None):
         self.cfg = cfg
         self.tokenizer = hf_tokenizer(str(model))
-        self.server = FakeVLLMServer(hf_processor(str(model)), scripts=scripts, respond=respond)
+        self.server = server or FakeVLLMServer(hf_processor(str(model)), scripts=scripts, respond=respond)
         self.loop_thread = EventLoopThread()
         worker_cls = unwrapped_actor_class(AgentLoopWorkerTQ)
 

@@ -75,6 +75,7 @@ from videoseek.agents.groups import (
 )
 from videoseek.agents.policy import Message
 from videoseek.agents.prompting import (
+    CROP_VIDEO_TOOL,
     DEFAULT_STOP_STRINGS,
     ConversationRenderer,
     TemplateError,
@@ -169,12 +170,16 @@ def merge_server_fields(merged: dict[str, Any], new: Mapping[str, Any]) -> None:
 _RENDERERS: dict[tuple, ConversationRenderer] = {}
 
 
-def shared_renderer(processor: Any, min_pixels: int | None, max_pixels: int | None) -> ConversationRenderer:
-    """One renderer per processor and pixel bounds (verl builds an agent loop per trajectory)."""
-    key = (id(processor), min_pixels, max_pixels)
+def shared_renderer(processor: Any, min_pixels: int | None, max_pixels: int | None, tools: bool = True) -> ConversationRenderer:
+    """One renderer per processor, pixel bounds and tool list (verl builds an agent loop per trajectory).
+
+    `tools=False` (`EnvConfig(tools=False)`, the no-tool baseline) renders no crop_video schema,
+    as the transformers policy does: the model is not told of a tool the env refuses."""
+    key = (id(processor), min_pixels, max_pixels, tools)
     renderer = _RENDERERS.get(key)
     if renderer is None:
-        renderer = ConversationRenderer(processor, mode="video", min_pixels=min_pixels, max_pixels=max_pixels)
+        renderer = ConversationRenderer(processor, mode="video", min_pixels=min_pixels, max_pixels=max_pixels,
+                                        tools=(CROP_VIDEO_TOOL,) if tools else ())  # fmt: skip
         _RENDERERS[key] = renderer
     return renderer
 
@@ -194,7 +199,7 @@ class VideoSeekAgentLoop(AgentLoopBase):
         self.env_config = self.options.env.model_copy(update={"reward": self.options.reward})
         if self.processor is None:
             raise ValueError("VideoSeekAgentLoop needs a vision-language model with a processor (Qwen2.5-VL / Qwen3-VL)")
-        self.renderer = shared_renderer(self.processor, self.options.min_pixels, self.options.max_pixels)
+        self.renderer = shared_renderer(self.processor, self.options.min_pixels, self.options.max_pixels, self.env_config.tools)
         # verl computes the trajectory's M-RoPE positions with this (the worker's) processor: make
         # them the ones vLLM samples with, real clip rates included (positions.py).
         align_positions(self.processor)
