@@ -54,7 +54,8 @@ def decide(turn: int, seed: int, frames: np.ndarray) -> str:
         s, e = WINDOWS[seed % len(WINDOWS)]
         return f'<think>Look closer.</think><tool_call>{{"name": "crop_video", "arguments": {{"start": {s}, "end": {e}}}}}</tool_call>'
     letter = "ABCD"[int(np.asarray(frames, dtype=np.float64).mean()) % 4]
-    return f"<think>Ref: the frames at 00:00:12. Delta: the brightness.</think><answer>{letter}</answer>"
+    # two ProcessThinker steps, so its continuations are sampled from each step prefix
+    return f"<think><step>Ref: the frames at 00:00:12.</step><step>Delta: the brightness.</step></think><answer>{letter}</answer>"
 
 
 class PixelPolicy:
@@ -140,6 +141,10 @@ def verl_episodes(tmp_path, samples, preset, model):
     return batch, stored, dumped
 
 
+def verl_record(stored, episode_id: str) -> dict:
+    return next(ef["videoseek"] for ef in list(stored["extra_fields"]) if ef["videoseek"]["episode_id"] == episode_id)
+
+
 def episode_facts(traj: Trajectory) -> dict:
     """What an episode was: its group, turns, frames shown, evidence and score (not who played it)."""
     return {
@@ -150,7 +155,7 @@ def episode_facts(traj: Trajectory) -> dict:
     }  # fmt: skip
 
 
-@pytest.mark.parametrize("preset", ["csgrpo", "dmgrpo", "tgrpo", "sfgrpo", "default"])
+@pytest.mark.parametrize("preset", ["csgrpo", "dmgrpo", "tgrpo", "sfgrpo", "processthinker", "default"])
 def test_run_rollouts_and_verl_v1_play_identical_episodes(tmp_path, tiny_model, samples, store, preset):
     trajs, local = local_episodes(samples, preset, tiny_model)
     batch, stored, dumped = verl_episodes(tmp_path, samples, preset, tiny_model)
@@ -161,6 +166,11 @@ def test_run_rollouts_and_verl_v1_play_identical_episodes(tmp_path, tiny_model, 
         assert dumped[t.episode_id].reward == pytest.approx(t.reward) and dumped[t.episode_id].reward_components == pytest.approx(t.reward_components)
     if preset in ("dmgrpo", "tgrpo", "sfgrpo"):
         assert any(t.group.role == "perturbed" for t in trajs)
+    if preset == "processthinker":  # c_i from the sampled continuations, the same on both paths
+        assert all(t.metrics.get("success_rates") for t in trajs)
+        for t in trajs:
+            rec = verl_record(stored, t.episode_id)
+            assert rec["episode"]["metadata"]["success_rates"] == t.metrics["success_rates"]
     records = [ef["videoseek"] for ef in list(stored["extra_fields"])]
     verl_by_id = {}
     for k, rec in enumerate(records):

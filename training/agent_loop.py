@@ -65,8 +65,10 @@ from verl.experimental.agent_loop.agent_loop import (
 from videoseek.agents.families import vllm_prompt_ids
 from videoseek.agents.groups import (
     EpisodePlan,
+    continuation_id,
     continuation_prefixes,
     continuation_succeeds,
+    episode_seed,
     mask_of,
     origin_plan,
     perturbed_plans,
@@ -247,7 +249,7 @@ class VideoSeekAgentLoop(AgentLoopBase):
         try:
             result = await self._episode(sample, sampling_params, plan)
             if "process_thinker" in config.component_weights() and result.failure is None:
-                rates = await self._success_rates(sample, result.messages, sampling_params)
+                rates = await self._success_rates(sample, result.messages, sampling_params, plan, step)
                 if rates is not None:
                     result.summary = dataclasses.replace(result.summary, metadata={**result.summary.metadata, "success_rates": rates})
         except BaseException:
@@ -472,7 +474,9 @@ class VideoSeekAgentLoop(AgentLoopBase):
                 self.episode_dump.write(f"{uid}/{p.episode_id}", step, float(r.trajectory.accuracy or 0.0), None, r.trajectory, group_key=uid)
         return out, mask_of(plans)
 
-    async def _success_rates(self, sample: VideoSample, messages: list[Message], sampling_params: dict[str, Any]) -> list[float] | None:
+    async def _success_rates(
+        self, sample: VideoSample, messages: list[Message], sampling_params: dict[str, Any], plan: EpisodePlan, step: int
+    ) -> list[float] | None:
         """ProcessThinker's c_i (seed 004, eq. 2): for each step prefix p_i (i <= K_max), the share of
         M continuations sampled after p_i whose final answer is correct.
 
@@ -488,17 +492,17 @@ class VideoSeekAgentLoop(AgentLoopBase):
             return None
         loop = asyncio.get_running_loop()
         rates = []
-        for k, prefix_text in prefixes:
+        for i, (k, prefix_text) in enumerate(prefixes):
             rendered = await loop.run_in_executor(None, lambda k=k: self.renderer.render(messages[:k], add_generation_prompt=True))
             prompt = rendered["input_ids"][0].tolist() + prefix_token_ids(self.tokenizer, prefix_text)
             videos = list(rendered["multi_modal_data"].get("video", []))
             grid = rendered.get("video_grid_thw")
             params = self._turn_params(sampling_params, self.options.max_turn_tokens)
+            turn = sum(1 for m in messages[:k] if m.role == "assistant")
+            # each continuation seeded as the batched driver's continuation episodes are (agents.groups)
+            seeds = [turn_seed(episode_seed(self.options.seed, step, continuation_id(plan.episode_id, i + 1, m)), turn) for m in range(p.num_continuations)]
             outs = await asyncio.gather(
-                *[
-                    self._generate(uuid4().hex, prompt, params, videos, grid)
-                    for _ in range(p.num_continuations)
-                ],
+                *[self._generate(uuid4().hex, prompt, {**params, "seed": seed}, videos, grid) for seed in seeds],
                 return_exceptions=True,
             )
             outs = [o for o in outs if not isinstance(o, BaseException)]  # a failed sample is no evidence either way
