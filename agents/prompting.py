@@ -211,13 +211,46 @@ def _check_frames(message: Message, index: int) -> tuple[np.ndarray, np.ndarray]
 def frames_content(timestamps: np.ndarray, mode: str, label_times: bool = True) -> list[dict[str, str]]:
     """Chat content items for a message's frames: one video, or one image per frame, with their times."""
     if mode == "video":
-        items = [{"type": "text", "text": "Frames at " + ", ".join(format_seconds(t) + "s" for t in timestamps) + ":\n"}]
+        items = [{"type": "text", "text": FRAMES_LABEL + ", ".join(format_seconds(t) + "s" for t in timestamps) + ":\n"}]
         return (items if label_times else []) + [{"type": "video"}]
     items: list[dict[str, str]] = []
     for k, t in enumerate(timestamps):
         items.append({"type": "text", "text": ("\n" if k else "") + f"Frame at {format_seconds(t)}s: "})
         items.append({"type": "image"})
     return items
+
+
+FRAMES_LABEL = "Frames at "
+
+
+def lay_out(role: str, text: Any, frames: list[Any]) -> list[Any]:
+    """The one frame layout of a conversation: the question follows its frames (Qwen's
+    convention); a tool says what it returned first. `text` and `frames` are content items (or
+    strings); the renderer, `export-verl`'s text prompts and `export-sft` all lay messages out here."""
+    newline = {"type": "text", "text": "\n"} if isinstance(text, dict) else "\n"
+    return [*frames, newline, text] if role == "user" else [text, newline, *frames]
+
+
+def placeholder_text(role: str, text: str, timestamps: Sequence[float], placeholder: str) -> str:
+    """A message with frames as one string, its video written as `placeholder` (export formats)."""
+    items = frames_content(np.asarray(timestamps, dtype=np.float64), "video")
+    frames = [item["text"] if item["type"] == "text" else placeholder for item in items]
+    return "".join(lay_out(role, text, frames))
+
+
+def split_placeholder_text(role: str, content: str, placeholder: str) -> str:
+    """The message text of `placeholder_text`'s output (its inverse); ValueError if the layout differs."""
+    head, sep, tail = content.partition(placeholder)
+    label = head.rfind(FRAMES_LABEL)
+    if not sep or label < 0 or placeholder in tail:
+        raise ValueError(f"expected one '{FRAMES_LABEL}...:\\n{placeholder}' block")
+    if role == "user":
+        if head[:label] or not tail.startswith("\n"):
+            raise ValueError("expected the frames first, then a newline and the text")
+        return tail[1:]
+    if tail or not head[:label].endswith("\n"):
+        raise ValueError("expected the text, a newline, then the frames")
+    return head[: label - 1]
 
 
 # ---- rendering --------------------------------------------------------------------------------
@@ -398,13 +431,7 @@ class ConversationRenderer:
         text = {"type": "text", "text": self.defang(message.text)}
         if visual is None:
             return {"role": message.role, "content": [text]}
-        frames = frames_content(visual[1], self.mode, self.label_frame_times)
-        # The question follows the frames (Qwen's convention); a tool says what it returned first.
-        if message.role == "user":
-            content = frames + [{"type": "text", "text": "\n"}, text]
-        else:
-            content = [text, {"type": "text", "text": "\n"}] + frames
-        return {"role": message.role, "content": content}
+        return {"role": message.role, "content": lay_out(message.role, text, frames_content(visual[1], self.mode, self.label_frame_times))}
 
     def _apply(self, conversation: list[dict[str, Any]], add_generation_prompt: bool) -> str:
         return self.tokenizer.apply_chat_template(

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 from videoseek.agents.policy import Message
-from videoseek.agents.prompting import ZERO_WIDTH_SPACE, frames_content, initial_messages
+from videoseek.agents.prompting import ZERO_WIDTH_SPACE, initial_messages, placeholder_text
 from videoseek.envs.env import EnvConfig, VideoSeekEnv
 from videoseek.envs.sample import DataError, VideoSample, iter_jsonl
 from videoseek.training.records import AGENT_NAME, sample_to_json
@@ -80,18 +80,12 @@ def defang_for_verl(text: str) -> str:
 def placeholder_prompt(messages: list[Message], video_token: str = "<video>") -> list[dict[str, str]]:
     """Messages as verl's text prompt: frames become `video_token` where the renderer puts the video.
 
-    The layout follows `ConversationRenderer`: a user turn is "Frames at ...:", the video, a
-    newline, then its text; a tool turn is its text, a newline, then the frames.
+    The layout is the renderer's own (`prompting.lay_out`).
     """
     out = []
     for m in messages:
         text = defang_for_verl(m.text)
-        if m.num_frames:
-            items = frames_content(np.asarray(m.timestamps), "video")
-            frames = "".join(item["text"] if item["type"] == "text" else video_token for item in items)
-            content = frames + "\n" + text if m.role == "user" else text + "\n" + frames
-        else:
-            content = text
+        content = placeholder_text(m.role, text, m.timestamps, video_token) if m.num_frames else text
         out.append({"role": m.role, "content": content})
     return out
 

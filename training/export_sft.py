@@ -40,7 +40,8 @@ from videoseek.agents.prompting import (
     CROP_VIDEO_TOOL,
     SYSTEM_PROMPT,
     VIDEOSEEK_CHAT_TEMPLATE,
-    format_seconds,
+    placeholder_text,
+    split_placeholder_text,
 )
 from videoseek.envs.sample import DataError
 from videoseek.envs.trajectory import FrameRef, Trajectory
@@ -62,11 +63,6 @@ def system_text(system_prompt: str = SYSTEM_PROMPT, tools: list[dict[str, Any]] 
     if not (text.startswith(head) and text.endswith(tail)):
         raise ValueError("VIDEOSEEK_CHAT_TEMPLATE no longer renders a system message as ChatML")
     return text[len(head) : -len(tail)]
-
-
-def frames_text(frames: list[FrameRef]) -> str:
-    """The frames' part of a turn as the renderer writes it in video mode."""
-    return "Frames at " + ", ".join(format_seconds(f.t) + "s" for f in frames) + ":\n" + VIDEO
 
 
 def frame_rate(times: list[float]) -> float:
@@ -95,7 +91,7 @@ def conversation(traj: Trajectory, run_dir: Path, system: str) -> tuple[list[dic
     times: list[list[float]] = []
     user = traj.initial.text
     if traj.initial.frames:
-        user = frames_text(traj.initial.frames) + "\n" + user
+        user = placeholder_text("user", user, [f.t for f in traj.initial.frames], VIDEO)
         videos.append(video_entry(traj.initial.frames, run_dir, where))
         times.append([float(f.t) for f in traj.initial.frames])
     messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
@@ -105,7 +101,7 @@ def conversation(traj: Trajectory, run_dir: Path, system: str) -> tuple[list[dic
             break  # the env's reply to the final answer is not part of the conversation
         body = turn.observation.text
         if turn.observation.frames:
-            body += "\n" + frames_text(turn.observation.frames)
+            body = placeholder_text("tool", body, [f.t for f in turn.observation.frames], VIDEO)
             videos.append(video_entry(turn.observation.frames, run_dir, where))
             times.append([float(f.t) for f in turn.observation.frames])
         messages.append({"role": "user", "content": TOOL_OPEN + body + TOOL_CLOSE})
@@ -115,13 +111,12 @@ def conversation(traj: Trajectory, run_dir: Path, system: str) -> tuple[list[dic
 TOOL_OPEN, TOOL_CLOSE = "<tool_response>\n", "\n</tool_response>"
 
 
-def _split_frames(content: str, where: str) -> tuple[str, str]:
-    """(text before the frames' label, text after the placeholder) of a message with one video."""
-    head, sep, tail = content.partition(VIDEO)
-    label = head.rfind("Frames at ")
-    if not sep or label < 0 or VIDEO in tail:
-        raise DataError(f"{where}: expected one 'Frames at ...:\\n<video>' block")
-    return head[:label], tail
+def _split_frames(role: str, content: str, where: str) -> str:
+    """The text of a message with one video (`prompting.split_placeholder_text`), DataError naming it otherwise."""
+    try:
+        return split_placeholder_text(role, content, VIDEO)
+    except ValueError as exc:
+        raise DataError(f"{where}: {exc}") from None
 
 
 def sft_messages(row: dict[str, Any], where: str = "row") -> list[Any]:
@@ -151,12 +146,10 @@ def sft_messages(row: dict[str, Any], where: str = "row") -> list[Any]:
             raise DataError(f"{where}: video {k} has {len(paths)} frames and {len(ts)} times")
         frames = np.stack([np.asarray(Image.open(p).convert("RGB")) for p in paths])
         k += 1
-        if content.startswith(TOOL_OPEN) and content.endswith(TOOL_CLOSE):  # the tool's text, then its frames
-            before, after = _split_frames(content[len(TOOL_OPEN) : -len(TOOL_CLOSE)], f"{where} message {i}")
-            out.append(Message("tool", before[:-1] if before.endswith("\n") else before, frames, ts))
-        else:  # the question follows the frames
-            before, after = _split_frames(content, f"{where} message {i}")
-            out.append(Message(role, after[1:] if after.startswith("\n") else after, frames, ts))
+        if content.startswith(TOOL_OPEN) and content.endswith(TOOL_CLOSE):
+            out.append(Message("tool", _split_frames("tool", content[len(TOOL_OPEN) : -len(TOOL_CLOSE)], f"{where} message {i}"), frames, ts))
+        else:
+            out.append(Message(role, _split_frames("user", content, f"{where} message {i}"), frames, ts))
     return out
 
 
