@@ -276,7 +276,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from videoseek.agents.rollout import load_policy
+    from videoseek.agents.policy import load_policy
     from videoseek.envs.trajectory import TrajectoryWriter
     from videoseek.cli import UserError
     from videoseek.envs.env import EnvConfig

@@ -37,7 +37,8 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from videoseek.agents.rollout import load_policy, run_rollouts
+    from videoseek.agents.policy import load_policy
+    from videoseek.agents.rollout import run_rollouts
     from videoseek.envs.env import EnvConfig
     from videoseek.envs.sample import VideoSample
     from videoseek.envs.synth import generate_dataset

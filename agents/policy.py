@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -73,3 +73,20 @@ class Policy(Protocol):
     name: str
 
     def act(self, batch: list[PolicyInput]) -> list[PolicyOutput]: ...
+
+
+def load_policy(spec: str, **kwargs: Any) -> Policy:
+    """`oracle`, `uniform`, `random`, `no-tool`, `hf:PATH` or `vllm:PATH`."""
+    from videoseek.agents.scripted import SCRIPTED
+
+    if spec in SCRIPTED:
+        return SCRIPTED[spec]()
+    if spec.startswith("hf:"):
+        from videoseek.agents.hf_policy import TransformersPolicy
+
+        return TransformersPolicy(spec[3:], **kwargs)
+    if spec.startswith("vllm:"):
+        from videoseek.agents.vllm_policy import VLLMPolicy
+
+        return VLLMPolicy(spec[5:], **kwargs)
+    raise ValueError(f"unknown policy {spec!r}: use one of {sorted(SCRIPTED)}, hf:PATH or vllm:PATH")

@@ -5,6 +5,10 @@ model policy generates for every episode at once, and the G episodes of one samp
 frames through the frame cache. A crash inside one episode (env or policy) is recorded in that
 episode's trajectory (`failure`) and never stops the run. With an output directory the run is
 resumable: samples whose episodes are all in `trajectories.jsonl` are skipped.
+
+This is the batched driver of the episode engine: what a group is (its episodes, seeds,
+perturbations, scoring) is `agents/groups.py`'s, shared with verl's `VideoSeekAgentLoop`; the
+record it writes is `envs/trajectory.py`'s; policies come from `agents.policy.load_policy`.
 """
 
 from __future__ import annotations
@@ -348,27 +352,3 @@ class _progress:
     def close(self) -> None:
         if self._p is not None:
             self._p.stop()
-
-
-def load_policy(spec: str, **kwargs: Any) -> Policy:
-    """`oracle`, `uniform`, `random`, `no-tool`, `hf:PATH` or `vllm:PATH`."""
-    from videoseek.agents.scripted import SCRIPTED
-
-    if spec in SCRIPTED:
-        return SCRIPTED[spec]()
-    if spec.startswith("hf:"):
-        from videoseek.agents.hf_policy import TransformersPolicy
-
-        return TransformersPolicy(spec[3:], **kwargs)
-    if spec.startswith("vllm:"):
-        from videoseek.agents.vllm_policy import VLLMPolicy
-
-        return VLLMPolicy(spec[5:], **kwargs)
-    raise ValueError(f"unknown policy {spec!r}: use one of {sorted(SCRIPTED)}, hf:PATH or vllm:PATH")
-
-
-def iter_samples(paths: Iterable[str | Path]) -> list[VideoSample]:
-    out: list[VideoSample] = []
-    for p in paths:
-        out.extend(VideoSample.from_jsonl(p))
-    return out

@@ -42,7 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from videoseek.agents.evaluate import episode_metrics
-    from videoseek.agents.rollout import load_policy, run_rollouts
+    from videoseek.agents.policy import load_policy
+    from videoseek.agents.rollout import run_rollouts
     from videoseek.cli import UserError
     from videoseek.envs.env import EnvConfig
     from videoseek.envs.sample import iter_jsonl_rows

@@ -12,7 +12,8 @@ import tempfile
 from pathlib import Path
 
 from videoseek.agents.evaluate import summarize
-from videoseek.agents.rollout import load_policy, run_rollouts
+from videoseek.agents.policy import load_policy
+from videoseek.agents.rollout import run_rollouts
 from videoseek.envs import EnvConfig, VideoSeekEnv
 from videoseek.envs.synth import generate_dataset
 

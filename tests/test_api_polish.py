@@ -195,7 +195,8 @@ def test_step_before_reset_says_so(index_sample):
 
 # ---- 6. eval labels -----------------------------------------------------------------------------
 def test_eval_prints_breakdown_labels(index_sample, tmp_path, capsys):
-    from videoseek.agents.rollout import load_policy, run_rollouts
+    from videoseek.agents.policy import load_policy
+    from videoseek.agents.rollout import run_rollouts
 
     run = tmp_path / "run"
     run_rollouts([index_sample], load_policy("oracle"), out_dir=run, progress=False)

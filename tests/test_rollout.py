@@ -9,7 +9,8 @@ from PIL import Image
 
 from videoseek.agents.evaluate import summarize
 from videoseek.agents.policy import PolicyOutput
-from videoseek.agents.rollout import load_policy, run_rollouts
+from videoseek.agents.policy import load_policy
+from videoseek.agents.rollout import run_rollouts
 from videoseek.envs.trajectory import read_trajectories
 from videoseek.rewards import group_advantages
 from videoseek.agents.scripted import OraclePolicy

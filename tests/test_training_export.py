@@ -51,7 +51,8 @@ def test_sft_conversations_train_on_assistant_tokens_only(tmp_path, index_sample
     pytest.importorskip("verl")
     from transformers import AutoProcessor
     from verl.utils.dataset.multiturn_sft_dataset import MultiTurnSFTDataset
-    from videoseek.agents.rollout import load_policy, run_rollouts
+    from videoseek.agents.policy import load_policy
+    from videoseek.agents.rollout import run_rollouts
     from videoseek.agents.tiny_model import ensure_tiny_model
 
     run = tmp_path / "oracle"
