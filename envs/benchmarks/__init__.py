@@ -24,6 +24,7 @@ from types import ModuleType
 BENCHMARK_CONVERTERS: dict[str, str] = {
     "vstar": "vstar",
     "charades-sta": "charades_sta",
+    "charades-timelens": "charades_timelens",
     "videomme": "videomme",
     "mvbench": "mvbench",
     "lvbench": "lvbench",
