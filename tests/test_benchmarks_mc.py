@@ -214,6 +214,23 @@ def test_mvbench_check_ans_is_the_notebooks():
         True, True, False, True, False, True]  # fmt: skip
 
 
+def test_mvbench_keeps_the_first_line_as_the_notebook_does():
+    # infer_mvbench: llm_message = return_prompt + llm_message.strip().split('\n')[0], then check_ans
+    module = metrics_module("mvbench")
+    samples = convert("mvbench")
+    sample = samples[0]
+    letter = sample.answer
+    wrong = next(x for x in "ABCD" if x != letter)
+    texts = [f"{letter}\nA red sphere enters from the left.", f"  ({letter}) candidate\n\nbecause", f"{wrong}\n{letter}", "\n  \n"]
+    got = []
+    for text in texts:
+        t = trajectory(sample, f"<answer>{text}</answer>")
+        t.prediction = text  # the <answer> text with its new lines, as the env keeps it
+        got.append(module.benchmark_metrics([t], {sample.id: sample})["correct"])
+    assert got == [1, 1, 0, 1]  # a blank answer is "", which check_ans finds correct (module docstring)
+    assert module.check_ans(f"{letter}\nA red sphere enters from the left.", module.ground_truth(sample.metadata["benchmark"])) is False
+
+
 def test_lvbench_matches_compute_accuracy():
     m = run("lvbench")
     # compute_accuracy: {"entity recognition": 0.5, "event understanding": 1.0, "reasoning": 0.5,
