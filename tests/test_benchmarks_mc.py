@@ -18,6 +18,9 @@ folder, never stored here), feeding it what `videoseek.agents.benchmarks.<name>`
 - Video-Holmes: ``evaluate.py``'s ``evaluate`` at TencentARC/Video-Holmes commit 52ef8da, with its
   model functions ``prepare_internvl_25_8b`` / ``predict_internvl`` replaced by ones returning the
   predictions below (no model, no video); its per-question "Predicr Answer" and its CSV.
+- Video-MME-v2: ``evaluate`` of ``evaluation/test_video_mme_v2.py``, MME-Benchmarks/Video-MME-v2
+  commit b24176a, on a DataFrame of test.jsonl with a ``prediction`` column (the <answer> text, ""
+  for none), written to TSV and read back as its ``main`` does; the ratings of its ``_rating.json``.
 - VSI-Bench: ``vsibench_process_results`` and ``vsibench_aggregate_results`` of
   ``lmms_eval/tasks/vsibench/utils.py``, vision-x-nyu/thinking-in-space commit c26ba54, with a stub
   ``loguru`` logger (not installed; used only for log lines).
@@ -44,8 +47,10 @@ FILES = {
     "lvbench": ["lvbench/video_info.meta.jsonl"],
     "video-holmes": ["video_holmes/test_Video-Holmes.json"],
     "vsi-bench": ["vsi_bench/test.jsonl"],
+    "video-mme-v2": ["video_mme_v2/test.jsonl"],
 }
-FOLDER = {"videomme": "videomme", "mvbench": "mvbench", "lvbench": "lvbench", "video-holmes": "video_holmes", "vsi-bench": "vsi_bench"}
+FOLDER = {"videomme": "videomme", "mvbench": "mvbench", "lvbench": "lvbench", "video-holmes": "video_holmes", "vsi-bench": "vsi_bench",
+          "video-mme-v2": "video_mme_v2"}
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)
 
 
@@ -293,7 +298,7 @@ def test_metrics_are_json():
         assert metrics_module(name).format_table(m).startswith("|")
 
 
-@pytest.mark.parametrize("name", ["videomme", "mvbench", "lvbench", "video_holmes", "vsi_bench"])
+@pytest.mark.parametrize("name", ["videomme", "mvbench", "lvbench", "video_holmes", "vsi_bench", "video_mme_v2"])
 def test_metric_docstring_examples(name):
     import doctest
     import importlib
@@ -301,3 +306,50 @@ def test_metric_docstring_examples(name):
     module = importlib.import_module(f"videoseek.agents.benchmarks.{name}")
     result = doctest.testmod(module)
     assert result.attempted and result.failed == 0
+
+
+def test_video_mme_v2_matches_test_video_mme_v2():
+    m = run("video-mme-v2")
+    # _rating.json of test_video_mme_v2.py's evaluate on the hand-made replies
+    assert m["final_rating"] == pytest.approx({"level_1": 62.5, "level_2": 62.5, "level_3": 100 / 3, "relevance_score": 62.5,
+                                               "relevance_linear_score": 75.0, "logic_score": 52.77777777777778,
+                                               "total": 56.66666666666667})  # fmt: skip
+    assert m["second_head_rating"] == pytest.approx({"Information Retrieval": 62.5, "Temporal Understanding": 62.5, "Complex Reasoning": 100 / 3})
+    assert m["third_head_rating"] == pytest.approx({"Counting": 25.0, "Order": 25.0, "Causal": 100 / 3, "State Change": 100.0, "OCR": 100.0})
+    # "Simple accuracy (valid only): 82.35%"; "no prediction: 1, failed to extract: 2"
+    assert m["simple_accuracy"] == pytest.approx(1400 / 17) and m["unread"] == 3 and (m["groups"], m["groups_incomplete"]) == (5, 0)
+    assert "| 56.67 | 62.50 | 62.50 | 33.33 | 62.50 | 75.00 | 52.78 |" in metrics_module("video-mme-v2").format_table(m)
+
+
+def test_video_mme_v2_unread_reply_scores_minus_one_in_the_group_arithmetic():
+    v2 = metrics_module("video-mme-v2")
+    assert [v2.question_score(r, "C") for r in ("C", "The answer is B", "", "no letter here at all in this long reply of many words")] == [1, 0, -1, -1]
+    assert v2.relevance_rating([1, 1, -1, 1]) == (100.0 * 4 / 16, 50.0)  # -1 takes one off the sum, not 0
+    assert v2.logic_rating([-1, -1, -1, -1], "[[1, 2], 3, 4]") == 100.0  # -1 is truthy in cal_logic's chain
+    samples = convert("video-mme-v2")
+    trajs = [trajectory(s, "<answer>A</answer>") for s in samples[:6]]  # the second group cut short
+    m = v2.benchmark_metrics(trajs, {s.id: s for s in samples})
+    assert (m["groups"], m["groups_incomplete"], m["questions"]) == (1, 1, 6)
+    s = samples[0]
+    assert s.id == "0" and s.video == "/videos/001.mp4" and s.options[7] == "H. option h" and s.answer == "B"
+    assert s.metadata["benchmark"]["index"] == 0 and s.metadata["task_kind"] == "Information Retrieval"
+    bad = dict(json.loads((DATA / "video_mme_v2/test.jsonl").read_text().splitlines()[4]), group_structure="[1, 2]")
+    with pytest.raises(RowError, match="group_structure"):
+        converter_module("video-mme-v2").convert_record(bad, 0, "x:1", ConvertOptions(), "/v")
+
+
+def test_cli_convert_and_eval_video_mme_v2(tmp_path, capsys):
+    from videoseek.cli import main
+
+    data = tmp_path / "v2.jsonl"
+    assert main(["convert", "--from", "video-mme-v2", str(DATA / "video_mme_v2/test.jsonl"), "--out", str(data), "--video-root", str(tmp_path)]) == 0
+    assert "wrote 20 samples" in capsys.readouterr().out
+    preds = json.loads((DATA / "video_mme_v2/predictions.json").read_text())
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "trajectories.jsonl").write_text("".join(trajectory(s, preds[s.id]).model_dump_json() + "\n" for s in VideoSample.from_jsonl(data)))
+    (run_dir / "run.json").write_text(json.dumps({"data": [str(data)], "policy": "scripted"}))
+    assert main(["eval", str(run_dir), "--benchmark", "video-mme-v2"]) == 0
+    assert "| 56.67 | 62.50 | 62.50 | 33.33 | 62.50 | 75.00 | 52.78 |" in capsys.readouterr().out
+    written = json.loads((run_dir / "metrics.json").read_text())["benchmark"]
+    assert written["name"] == "video-mme-v2" and written["final_rating"]["total"] == pytest.approx(56.66666666666667)

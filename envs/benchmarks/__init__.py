@@ -30,6 +30,7 @@ BENCHMARK_CONVERTERS: dict[str, str] = {
     "lvbench": "lvbench",
     "video-holmes": "video_holmes",
     "vsi-bench": "vsi_bench",
+    "video-mme-v2": "video_mme_v2",
 }
 
 
