@@ -117,7 +117,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=None, help="where to write metrics (default RUN/metrics.json)")
     parser.add_argument("--benchmark", default=None, metavar="NAME",
                         help="also compute this benchmark's official metrics (vstar, charades-sta, charades-timelens, videomme, mvbench, lvbench, "
-                        "video-holmes, vsi-bench, video-mme-v2; docs/benchmarks.md)")
+                        "video-holmes, vsi-bench, video-mme-v2, videommmu; docs/benchmarks.md)")
     parser.add_argument("--data", type=Path, default=None,
                         help="--benchmark: the samples.jsonl the run was made from (default: the one RUN/run.json names)")
     parser.add_argument("--judge", default=None, metavar="hf:PATH|vllm:PATH",

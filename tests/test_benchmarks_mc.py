@@ -21,6 +21,10 @@ folder, never stored here), feeding it what `videoseek.agents.benchmarks.<name>`
 - Video-MME-v2: ``evaluate`` of ``evaluation/test_video_mme_v2.py``, MME-Benchmarks/Video-MME-v2
   commit b24176a, on a DataFrame of test.jsonl with a ``prediction`` column (the <answer> text, ""
   for none), written to TSV and read back as its ``main`` does; the ratings of its ``_rating.json``.
+- VideoMMMU: ``videoperception_process_results`` then ``videoperception_aggregate_results`` of
+  ``lmms_eval/tasks/videommmu/utils.py``, videommmu/VideoMMMU commit 103a3a5, once per track file
+  (its imports of decord, loguru and lmms-eval's file_utils stubbed, HF_HOME set; nothing else
+  changed); it rounds accuracies to 5 decimals (fractions; x 100 here).
 - VSI-Bench: ``vsibench_process_results`` and ``vsibench_aggregate_results`` of
   ``lmms_eval/tasks/vsibench/utils.py``, vision-x-nyu/thinking-in-space commit c26ba54, with a stub
   ``loguru`` logger (not installed; used only for log lines).
@@ -48,9 +52,10 @@ FILES = {
     "video-holmes": ["video_holmes/test_Video-Holmes.json"],
     "vsi-bench": ["vsi_bench/test.jsonl"],
     "video-mme-v2": ["video_mme_v2/test.jsonl"],
+    "videommmu": ["videommmu/Perception/test.jsonl", "videommmu/Adaptation/test.jsonl"],
 }
 FOLDER = {"videomme": "videomme", "mvbench": "mvbench", "lvbench": "lvbench", "video-holmes": "video_holmes", "vsi-bench": "vsi_bench",
-          "video-mme-v2": "video_mme_v2"}
+          "video-mme-v2": "video_mme_v2", "videommmu": "videommmu"}
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)
 
 
@@ -298,7 +303,7 @@ def test_metrics_are_json():
         assert metrics_module(name).format_table(m).startswith("|")
 
 
-@pytest.mark.parametrize("name", ["videomme", "mvbench", "lvbench", "video_holmes", "vsi_bench", "video_mme_v2"])
+@pytest.mark.parametrize("name", ["videomme", "mvbench", "lvbench", "video_holmes", "vsi_bench", "video_mme_v2", "videommmu"])
 def test_metric_docstring_examples(name):
     import doctest
     import importlib
@@ -353,3 +358,70 @@ def test_cli_convert_and_eval_video_mme_v2(tmp_path, capsys):
     assert "| 56.67 | 62.50 | 62.50 | 33.33 | 62.50 | 75.00 | 52.78 |" in capsys.readouterr().out
     written = json.loads((run_dir / "metrics.json").read_text())["benchmark"]
     assert written["name"] == "video-mme-v2" and written["final_rating"]["total"] == pytest.approx(56.66666666666667)
+
+
+def test_videommmu_matches_lmms_eval_utils():
+    m = run("videommmu")
+    perception, adaptation = m["tracks"]["perception"], m["tracks"]["adaptation"]
+    # videoperception_aggregate_results printed (acc as fractions, 5 decimals):
+    #   Perception: Overall 5 / 0.8, Overall-Science 3 / 0.66667, Math 1.0, Physics 0.0, Art 1.0, Art_Theory 1.0
+    #   Adaptation: Overall 6 / 0.83333, Overall-Science 3 / 0.66667, Math 0.5, Physics 1.0, Overall-Business 1.0, ...
+    assert perception["results"]["Overall"] == {"num": 5, "acc": pytest.approx(80.0)} and perception["api_errors"] == 2
+    assert perception["results"]["Overall-Science"] == {"num": 3, "acc": pytest.approx(200 / 3)}
+    assert {k: perception["results"][k]["acc"] for k in ("Art", "Art_Theory", "Math", "Physics")} == {"Art": 100.0, "Art_Theory": 100.0, "Math": 100.0, "Physics": 0.0}
+    assert perception["results"]["Overall-Business"] == {"num": 0, "acc": 0.0}  # the skipped reply leaves Economics out
+    assert adaptation["results"]["Overall"] == {"num": 6, "acc": pytest.approx(500 / 6)} and adaptation["api_errors"] == 0
+    assert {k: adaptation["results"][k]["acc"] for k in ("Math", "Physics", "Finance", "Computer_Science", "Clinical_Medicine")} == {
+        "Math": 50.0, "Physics": 100.0, "Finance": 100.0, "Computer_Science": 100.0, "Clinical_Medicine": 100.0}  # fmt: skip
+    assert "| Perception | 80.0 | 100.0 | 0.0 | 66.7 |" in metrics_module("videommmu").format_table(m)
+
+
+def test_videommmu_parsers_are_the_scripts():
+    v = metrics_module("videommmu")
+    choices, index2ans = ["A", "B", "C", "D"], {"A": "anemia", "B": "asthma", "C": "angina", "D": "arthritis"}
+    # the script's parsed_pred on the hand-made replies
+    assert v.parse_multi_choice_response("A. anemia or C. angina; I pick A.", choices, index2ans) == "C"
+    assert v.parse_multi_choice_response("joule", ["A", "B", "C", "D"], {"A": "joule"}) == "No Answere Found"
+    assert v.parse_multi_choice_response("", choices, index2ans) == "API Error"
+    assert set(v.parse_open_response("Therefore the present value is $1,000")) == {1000.0, 0.0, "$1,000"}
+    assert set(v.parse_open_response("It has 2 roots.")) == {2.0, "2 roots"}
+    samples = {s.id: s for s in convert("videommmu")}
+    s = samples["validation_Art_1"]
+    assert s.video == "/videos/Art/validation_Art_1.mp4" and s.options == ["A. red", "B. blue", "C. green", "D. black"]
+    assert s.question.endswith("\nPlease ignore the Quiz question in last frame of the video.") and s.metadata["benchmark"]["track"] == "perception"
+    t = samples["test_Math_1"]
+    assert t.problem_type.value == "free_form" and t.options is None and t.question.startswith(
+        "You should watch and learn the video content. Then apply what you learned to answer the following open-ended question.")
+
+
+def test_videommmu_track_must_be_named(tmp_path):
+    from videoseek.envs.sample import DataError
+
+    f = tmp_path / "test.jsonl"
+    f.write_text((DATA / "videommmu/Perception/test.jsonl").read_text())
+    with pytest.raises(DataError, match="cannot tell the VideoMMMU track"):
+        convert_files([f], "videommmu", ConvertOptions())
+    bad = tmp_path / "Comprehension"
+    bad.mkdir()
+    (bad / "test.jsonl").write_text(json.dumps({"id": "validation_Cooking_1", "question": "q", "options": ["a", "b"],
+                                                "answer": "A", "question_type": "multiple-choice"}) + "\n")  # fmt: skip
+    result = convert_files([bad / "test.jsonl"], "videommmu", ConvertOptions())
+    assert result.errors == [f"{bad / 'test.jsonl'}:1: field 'id': subject 'Cooking' is not one of VideoMMMU's 30"]
+
+
+def test_cli_convert_and_eval_videommmu(tmp_path, capsys):
+    from videoseek.cli import main
+
+    data = tmp_path / "vm.jsonl"
+    files = [str(DATA / f) for f in FILES["videommmu"]]
+    assert main(["convert", "--from", "videommmu", *files, "--out", str(data), "--video-root", str(tmp_path)]) == 0
+    assert "wrote 13 samples" in capsys.readouterr().out
+    preds = json.loads((DATA / "videommmu/predictions.json").read_text())
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "trajectories.jsonl").write_text("".join(trajectory(s, preds[s.id]).model_dump_json() + "\n" for s in VideoSample.from_jsonl(data)))
+    (run_dir / "run.json").write_text(json.dumps({"data": [str(data)], "policy": "scripted"}))
+    assert main(["eval", str(run_dir), "--benchmark", "videommmu"]) == 0
+    assert "| Adaptation | 83.3 |" in capsys.readouterr().out
+    written = json.loads((run_dir / "metrics.json").read_text())["benchmark"]
+    assert written["tracks"]["perception"]["results"]["Overall"]["acc"] == pytest.approx(80.0)

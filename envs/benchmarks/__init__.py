@@ -31,6 +31,7 @@ BENCHMARK_CONVERTERS: dict[str, str] = {
     "video-holmes": "video_holmes",
     "vsi-bench": "vsi_bench",
     "video-mme-v2": "video_mme_v2",
+    "videommmu": "videommmu",
 }
 
 
