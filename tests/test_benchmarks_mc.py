@@ -425,3 +425,43 @@ def test_cli_convert_and_eval_videommmu(tmp_path, capsys):
     assert "| Adaptation | 83.3 |" in capsys.readouterr().out
     written = json.loads((run_dir / "metrics.json").read_text())["benchmark"]
     assert written["tracks"]["perception"]["results"]["Overall"]["acc"] == pytest.approx(80.0)
+
+
+def test_videomme_with_subtitles_shows_the_subtitles_of_the_frames(tmp_path, capsys, index_video):
+    # Video-MME README: only the subtitles at the sampled frames' times, after "This video's subtitles are listed below:"
+    from videoseek.cli import main
+    from videoseek.envs.env import EnvConfig, VideoSeekEnv
+
+    subs = tmp_path / "subtitle"
+    subs.mkdir()
+    (subs / "vmme0001.srt").write_text("1\n00:00:01,000 --> 00:00:03,000\nHi guys,\nwelcome\n\n2\n00:00:09,000 --> 00:00:11,000\n"
+                                       "Unseen line\n\n3\n00:00:14,500 --> 00:00:16,000\nLast words\n")  # fmt: skip
+    (subs / "vmme0301.srt").write_text("1\nnot a time line\nx\n")
+    data = tmp_path / "vmme.jsonl"
+    assert main(["convert", "--from", "videomme", str(DATA / "videomme/videomme.jsonl"), "--out", str(data),
+                 "--video-root", str(tmp_path), "--subtitles", str(subs)]) == 0  # fmt: skip
+    err = capsys.readouterr().err
+    assert f"field 'subtitles': {subs / 'vmme0301.srt'}:2: expected an SRT time line" in err
+    samples = {s.id: s for s in VideoSample.from_jsonl(data)}
+    s = samples["001-1"]
+    assert s.metadata["subtitles"] == [[1.0, 3.0, "Hi guys, welcome"], [9.0, 11.0, "Unseen line"], [14.5, 16.0, "Last words"]]
+    assert all(x.metadata.get("subtitles") == [] for x in samples.values() if x.video.endswith("vmme0601.mp4"))
+    sample = s.model_copy(update={"video": str(index_video), "duration": 20.0})
+    env = VideoSeekEnv(sample, EnvConfig(initial_frames=4))  # frames at 2.5, 7.5, 12.5, 17.5 s
+    obs, _ = env.reset(seed=0)
+    assert obs["text"].startswith("This video's subtitles are listed below:\nHi guys, welcome\nVideo duration: 20.0 seconds.")
+    assert "Unseen line" not in obs["text"] and "Last words" not in obs["text"]
+    obs, *_ = env.step('<tool_call>{"name": "crop_video", "arguments": {"start": 14, "end": 16}}</tool_call>')
+    assert obs["text"].endswith("Subtitles at these frames:\nLast words")
+    assert main(["convert", "--from", "mvbench", str(DATA / "mvbench/action_sequence.json"), "--out", str(tmp_path / "x.jsonl"),
+                 "--subtitles", str(subs)]) == 2  # fmt: skip
+    assert "--subtitles goes with --from videomme" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("module_name", ["videoseek.envs.subtitles", "videoseek.envs.benchmarks.videommmu", "videoseek.envs.benchmarks.charades_timelens"])
+def test_converter_docstring_examples(module_name):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module_name))
+    assert result.attempted and result.failed == 0

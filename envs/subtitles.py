@@ -1,0 +1,76 @@
+"""Subtitles shown with the frames they belong to (Video-MME's with-subtitles setting).
+
+Video-MME's protocol (github.com/MME-Benchmarks/Video-MME README, "Extract Frames and Subtitles",
+commit 06c2315): "you should only use the subtitles corresponding to the sampled video frames ...
+if you extract 10 frames per video, take the 10 subtitles that correspond to the time of those 10
+frames", listed before the question after "This video's subtitles are listed below:". A sample
+carries its video's subtitles as ``metadata["subtitles"]`` (``[[start, end, text], ...]``, seconds,
+from the video's SRT file: `parse_srt`); the env shows, with each set of frames it returns (the
+first ones and each crop), the subtitle lines whose span contains a frame's time
+(`subtitles_at`), each once, in time order.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from videoseek.envs.sample import DataError
+
+HEADER = "This video's subtitles are listed below:"  # Video-MME's prompt
+_TIME = re.compile(r"^\s*(\d+):(\d{2}):(\d{2})[,.](\d{1,3})\s*-->\s*(\d+):(\d{2}):(\d{2})[,.](\d{1,3})")
+
+
+def _seconds(h: str, m: str, s: str, ms: str) -> float:
+    return int(h) * 3600 + int(m) * 60 + int(s) + int(ms.ljust(3, "0")) / 1000
+
+
+def parse_srt(path: str | Path) -> list[list]:
+    """``[[start, end, text], ...]`` of an SRT file (cue lines joined by a space); a cue whose time
+    line is malformed is a one-line `DataError` naming the file and line.
+
+    >>> import tempfile, os
+    >>> f = tempfile.NamedTemporaryFile("w", suffix=".srt", delete=False)
+    >>> _ = f.write("1\\n00:00:01,000 --> 00:00:02,500\\nHi guys,\\nwelcome\\n\\n2\\n00:00:03,000 --> 00:00:04,000\\nBye\\n"); f.close()
+    >>> parse_srt(f.name)
+    [[1.0, 2.5, 'Hi guys, welcome'], [3.0, 4.0, 'Bye']]
+    >>> os.unlink(f.name)
+    """
+    path = Path(path)
+    lines = path.read_text(encoding="utf-8-sig", errors="replace").splitlines()
+    cues: list[list] = []
+    i = 0
+    while i < len(lines):
+        if not lines[i].strip():
+            i += 1
+            continue
+        if lines[i].strip().isdigit() and i + 1 < len(lines):
+            i += 1  # the cue number
+        m = _TIME.match(lines[i])
+        if not m:
+            raise DataError(f"{path}:{i + 1}: expected an SRT time line 'HH:MM:SS,mmm --> HH:MM:SS,mmm', got {lines[i].strip()[:60]!r}")
+        start, end = _seconds(*m.groups()[:4]), _seconds(*m.groups()[4:])
+        i += 1
+        text = []
+        while i < len(lines) and lines[i].strip():
+            text.append(lines[i].strip())
+            i += 1
+        cues.append([start, end, " ".join(text)])
+    return cues
+
+
+def subtitles_at(subtitles: Sequence[Sequence], times: Sequence[float]) -> list[str]:
+    """The subtitle lines whose span ``[start, end]`` contains one of `times`, each once, in the
+    subtitles' order.
+
+    >>> subtitles_at([[1.0, 2.5, "Hi"], [3.0, 4.0, "Bye"], [5, 6, "Later"]], [1.2, 2.0, 3.5])
+    ['Hi', 'Bye']
+    """
+    return [str(text) for start, end, text in subtitles if any(float(start) <= t <= float(end) for t in times)]
+
+
+def subtitle_block(subtitles: Sequence[Sequence], times: Sequence[float], header: str = HEADER) -> str:
+    """`header` and the lines of `subtitles_at` (one a line); "" when no frame has a subtitle."""
+    lines = subtitles_at(subtitles, times)
+    return "\n".join([header, *lines]) if lines else ""
