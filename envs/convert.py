@@ -80,8 +80,9 @@ class ConvertOptions:
     `keyframe_window`: seconds of clue interval centred on each Open-o3 key frame when a record has
     no explicit clue span. Open-o3 annotates evidence as key *moments*; a crop of this width around
     each moment retrieves it, so the union of these windows is the record's clue set.
-    `subtitle_dir`: videomme: the folder of Video-MME's ``{videoID}.srt`` files (the with-subtitles
-    setting, `videoseek.envs.subtitles`); None for the subtitle-free setting.
+    `subtitle_dir`: videomme: the folder of Video-MME's ``{videoID}.srt`` files; video-mme-v2: of its
+    ``{video_id}.jsonl`` word files (the with-subtitles settings, `videoseek.envs.subtitles`); None
+    for the subtitle-free setting.
     """
 
     video_root: str | None = None
@@ -871,7 +872,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--video-root", default=None, help="folder relative video paths are joined to (default: each input's folder)")
     parser.add_argument("--keyframe-window", type=float, default=1.0, help="open-o3: seconds of clue interval around each key frame (default 1.0)")
     parser.add_argument("--subtitles", default=None, metavar="DIR",
-                        help="videomme: folder of the {videoID}.srt subtitles, shown with the frames they belong to (docs/benchmarks.md)")
+                        help="videomme: folder of the {videoID}.srt subtitles, shown with the frames they belong to; video-mme-v2: "
+                        "folder of the {video_id}.jsonl word subtitles, all given at once (docs/benchmarks.md)")
     parser.add_argument("--strict", action="store_true", help="stop at the first bad row")
     parser.add_argument("--limit", type=int, default=None, help="convert at most this many samples")
     parser.add_argument("--show-mapping", action="store_true", help="print the field mapping of --from and exit")
@@ -884,8 +886,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.keyframe_window <= 0:
         raise DataError(f"--keyframe-window must be > 0, got {args.keyframe_window}")
-    if args.subtitles is not None and args.fmt != "videomme":
-        raise DataError(f"--subtitles goes with --from videomme, not {args.fmt}")
+    if args.subtitles is not None and args.fmt not in ("videomme", "video-mme-v2"):
+        raise DataError(f"--subtitles goes with --from videomme or video-mme-v2, not {args.fmt}")
     if args.subtitles is not None and not Path(args.subtitles).is_dir():
         raise DataError(f"--subtitles: {args.subtitles}: not a folder")
     opts = ConvertOptions(video_root=args.video_root, keyframe_window=args.keyframe_window, subtitle_dir=args.subtitles)

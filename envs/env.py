@@ -294,6 +294,8 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
         subs = self._subtitles(ts)
         if subs:  # Video-MME's order: the subtitles, then the question
             text = f"{subs}\n{text}"
+        if self.sample.metadata.get("subtitle_prompt"):  # Video-MME-v2's concatenated mode: all words at once
+            text = f"{self.sample.metadata['subtitle_prompt']}{text}"
         group = options.get("group") or {"id": self.sample.id}
         self.trajectory = Trajectory(
             episode_id=str(options.get("episode_id", self.sample.id)),

@@ -8,15 +8,23 @@ carries its video's subtitles as ``metadata["subtitles"]`` (``[[start, end, text
 from the video's SRT file: `parse_srt`); the env shows, with each set of frames it returns (the
 first ones and each crop), the subtitle lines whose span contains a frame's time
 (`subtitles_at`), each once, in time order.
+
+Video-MME-v2's concatenated subtitle mode (``evaluation/test_video_mme_v2.py``, commit b24176a)
+gives all of a video's words at once: its samples carry ``metadata["subtitle_prompt"]``
+(`v2_concatenated_prompt`), which the env puts before its first observation's text.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
 
 from videoseek.envs.sample import DataError
+
+# Video-MME-v2 evaluation/test_video_mme_v2.py WITH_SUB_PROMPT (its concatenated subtitle mode)
+V2_WITH_SUB_PROMPT = "These are the frames of a video. This video's subtitles are listed below:\n{}\n"
 
 HEADER = "This video's subtitles are listed below:"  # Video-MME's prompt
 _TIME = re.compile(r"^\s*(\d+):(\d{2}):(\d{2})[,.](\d{1,3})\s*-->\s*(\d+):(\d{2}):(\d{2})[,.](\d{1,3})")
@@ -74,3 +82,33 @@ def subtitle_block(subtitles: Sequence[Sequence], times: Sequence[float], header
     """`header` and the lines of `subtitles_at` (one a line); "" when no frame has a subtitle."""
     lines = subtitles_at(subtitles, times)
     return "\n".join([header, *lines]) if lines else ""
+
+
+def read_word_jsonl(path: str | Path) -> list[dict]:
+    """Video-MME-v2's word-level subtitle file (``{video_id}.jsonl``, one ``{"text", "start_time",
+    "end_time"}`` a line; the script's ``load_subtitle_jsonl``); a bad line is a one-line `DataError`
+    naming file and line."""
+    path = Path(path)
+    entries = []
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
+        if not isinstance(entry, dict) or not isinstance(entry.get("text"), str):
+            raise DataError(f"{path}:{lineno}: field 'text': expected a word entry {{text, start_time, end_time}}")
+        entries.append(entry)
+    return entries
+
+
+def v2_concatenated_prompt(entries: list[dict] | None) -> str:
+    """The text test_video_mme_v2.py puts after the frames in its concatenated mode:
+    ``WITH_SUB_PROMPT`` around every word joined by a space (``subtitle_concat_all``; "" when the
+    video has no subtitle file).
+
+    >>> v2_concatenated_prompt([{"text": "Hi", "start_time": 0, "end_time": 1}, {"text": "there", "start_time": 1, "end_time": 2}])
+    "These are the frames of a video. This video's subtitles are listed below:\\nHi there\\n"
+    """
+    return V2_WITH_SUB_PROMPT.format(" ".join(e["text"] for e in entries) if entries else "")

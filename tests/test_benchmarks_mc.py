@@ -465,3 +465,26 @@ def test_converter_docstring_examples(module_name):
 
     result = doctest.testmod(importlib.import_module(module_name))
     assert result.attempted and result.failed == 0
+
+
+def test_video_mme_v2_concatenated_subtitles(tmp_path, capsys, index_video):
+    # test_video_mme_v2.py --with-subtitle: WITH_SUB_PROMPT.format(subtitle_concat_all(entries)); no file -> ""
+    from videoseek.cli import main
+    from videoseek.envs.env import EnvConfig, VideoSeekEnv
+
+    subs = tmp_path / "subtitles"
+    subs.mkdir()
+    (subs / "001.jsonl").write_text('{"text": "Hello", "start_time": 0.0, "end_time": 0.4}\n{"text": "world.", "start_time": 0.5, "end_time": 0.9}\n')
+    (subs / "002.jsonl").write_text('{"text": "ok", "start_time": 0.0, "end_time": 0.4}\nnot json\n')
+    data = tmp_path / "v2.jsonl"
+    assert main(["convert", "--from", "video-mme-v2", str(DATA / "video_mme_v2/test.jsonl"), "--out", str(data),
+                 "--video-root", str(tmp_path), "--subtitles", str(subs)]) == 0  # fmt: skip
+    err = capsys.readouterr().err
+    assert f"field 'subtitles': {subs / '002.jsonl'}:2: invalid JSON" in err  # the four rows of video 002, one line each
+    samples = {s.id: s for s in VideoSample.from_jsonl(data)}
+    assert len(samples) == 16
+    assert samples["0"].metadata["subtitle_prompt"] == "These are the frames of a video. This video's subtitles are listed below:\nHello world.\n"
+    assert samples["8"].metadata["subtitle_prompt"] == "These are the frames of a video. This video's subtitles are listed below:\n\n"
+    env = VideoSeekEnv(samples["0"].model_copy(update={"video": str(index_video), "duration": 20.0}), EnvConfig(initial_frames=2))
+    obs, _ = env.reset(seed=0)
+    assert obs["text"].startswith("These are the frames of a video. This video's subtitles are listed below:\nHello world.\nVideo duration: 20.0")

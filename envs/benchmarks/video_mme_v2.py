@@ -10,8 +10,12 @@ logic), ``group_structure`` (``[1, 2, 3, 4]``, ``[1, [2, 3], 4]`` or ``[[1, 2], 
 the rows ``4g .. 4g + 3`` in file order: the position is kept as ``metadata.benchmark.index`` and the
 sample id is ``{index}`` (the script's own key).
 
-Videos are ``{video_id}.mp4`` under ``--video-root``. This is the subtitle-free setting (the
-script's default); Video-MME-v2 has no clue intervals. `videoseek.agents.benchmarks.video_mme_v2`
+Videos are ``{video_id}.mp4`` under ``--video-root``. Without ``--subtitles`` this is the
+subtitle-free setting (the script's default); with ``--subtitles DIR`` the script's concatenated
+mode: ``DIR/{video_id}.jsonl``'s words joined into ``WITH_SUB_PROMPT``, kept as
+``metadata.subtitle_prompt`` and given before the first observation (`videoseek.envs.subtitles`).
+Its interleaved mode (segments placed between the frames it samples) is not reproduced. Video-MME-v2
+has no clue intervals. `videoseek.agents.benchmarks.video_mme_v2`
 scores the answers with the script's grouped non-linear rating.
 """
 
@@ -19,11 +23,13 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from videoseek.envs.benchmarks._mc import benchmark_sample, letter, text
 from videoseek.envs.convert import ConvertOptions, RowError, iter_records
-from videoseek.envs.sample import VideoSample
+from videoseek.envs.sample import DataError, VideoSample
+from videoseek.envs.subtitles import read_word_jsonl, v2_concatenated_prompt
 
 NAME = "video-mme-v2"
 GROUP_TYPES = ("relevance", "logic")
@@ -74,7 +80,7 @@ def convert_record(record: dict, index: int, location: str, opts: ConvertOptions
     if group_type == "logic" and structure not in GROUP_STRUCTURES:
         raise RowError("group_structure", f"expected one of {[str(s) for s in GROUP_STRUCTURES]}, got {record.get('group_structure')!r}")
     second_head = record.get("second_head")
-    return benchmark_sample(
+    sample = benchmark_sample(
         NAME, record, location, root,
         sample_id=str(position),
         video=video if video.lower().endswith(".mp4") else f"{video}.mp4",
@@ -84,3 +90,10 @@ def convert_record(record: dict, index: int, location: str, opts: ConvertOptions
         task_kind=str(second_head) if second_head is not None else None,
         extra={"index": position},
     )  # fmt: skip
+    if opts.subtitle_dir is not None:  # the concatenated subtitle mode; a video without a file gets ""
+        words = Path(opts.subtitle_dir) / f"{video[:-4] if video.lower().endswith('.mp4') else video}.jsonl"
+        try:
+            sample.metadata["subtitle_prompt"] = v2_concatenated_prompt(read_word_jsonl(words) if words.is_file() else None)
+        except DataError as exc:
+            raise RowError("subtitles", str(exc)) from None
+    return sample
