@@ -120,8 +120,8 @@ def benchmark_metrics(trajectories: Sequence[Trajectory], samples: dict[str, Vid
     """R1@0.3/0.5/0.7 (``IOU@3``, ``IOU@5``, ``IOU@7``) and ``mIOU``, in percent of the queries, as
     compute_metrics.py: per query the IoU of `predicted_moment` with the annotated span; R1@m the
     share with IoU >= m; mIoU the mean IoU; ``unparseable`` counts the answers extract_time could not
-    read, ``reversed`` the moments with start >= end (the script warns, IoU 0 or less than it
-    looks). Over the queries the run answered (the samples with an origin episode)."""
+    read, ``reversed`` the scored moments with start >= end (the script warns for each, the
+    (-100, -100) of an unreadable answer included; IoU 0 or less than it looks). Over the queries the run answered (the samples with an origin episode)."""
     answers = benchmark_answers(trajectories, samples, NAME)
     ious: list[float] = []
     unparseable = reversed_ = 0
