@@ -6,8 +6,7 @@ if you extract 10 frames per video, take the 10 subtitles that correspond to the
 frames", listed before the question after "This video's subtitles are listed below:". A sample
 carries its video's subtitles as ``metadata["subtitles"]`` (``[[start, end, text], ...]``, seconds,
 from the video's SRT file: `parse_srt`); the env shows, with each set of frames it returns (the
-first ones and each crop), the subtitle lines whose span contains a frame's time
-(`subtitles_at`), each once, in time order.
+first ones and each crop), the subtitle line of each frame's time (`subtitles_at`).
 
 Video-MME-v2's concatenated subtitle mode (``evaluation/test_video_mme_v2.py``, commit b24176a)
 gives all of a video's words at once: its samples carry ``metadata["subtitle_prompt"]``
@@ -69,13 +68,20 @@ def parse_srt(path: str | Path) -> list[list]:
 
 
 def subtitles_at(subtitles: Sequence[Sequence], times: Sequence[float]) -> list[str]:
-    """The subtitle lines whose span ``[start, end]`` contains one of `times`, each once, in the
-    subtitles' order.
+    """One line per frame time that falls inside a cue: the first cue with ``start < t < end``, as
+    the frame-and-subtitle extractor Video-MME's README points to does (look4u-ok/video-slicer
+    ``slice_and_extract.py``, commit aff7000: a frame outside every cue adds nothing; two frames in
+    one cue add its line twice).
 
-    >>> subtitles_at([[1.0, 2.5, "Hi"], [3.0, 4.0, "Bye"], [5, 6, "Later"]], [1.2, 2.0, 3.5])
-    ['Hi', 'Bye']
+    >>> subtitles_at([[1.0, 2.5, "Hi"], [3.0, 4.0, "Bye"], [5, 6, "Later"]], [1.2, 2.0, 3.5, 4.5])
+    ['Hi', 'Hi', 'Bye']
     """
-    return [str(text) for start, end, text in subtitles if any(float(start) <= t <= float(end) for t in times)]
+    out = []
+    for t in times:
+        line = next((str(text) for start, end, text in subtitles if float(start) < t < float(end)), None)
+        if line is not None and line.strip():
+            out.append(line)
+    return out
 
 
 def subtitle_block(subtitles: Sequence[Sequence], times: Sequence[float], header: str = HEADER) -> str:
