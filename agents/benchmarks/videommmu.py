@@ -197,10 +197,6 @@ def question_correct(reply: str, record: dict[str, Any]) -> tuple[bool, bool]:
     return True, bool(correct)
 
 
-def _accuracy(counts: dict[str, list[int]]) -> dict[str, float]:
-    return {k: pct(c, n) for k, (c, n) in counts.items()}
-
-
 def benchmark_metrics(trajectories: Sequence[Trajectory], samples: dict[str, VideoSample]) -> dict[str, Any]:
     """Per track: ``Overall``, the six disciplines and the subjects, as the script prints them
     (module docstring); ``num`` the valid replies, ``api_errors`` those left out."""
