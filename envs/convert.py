@@ -88,6 +88,7 @@ class ConvertOptions:
     video_root: str | None = None
     keyframe_window: float = 1.0
     subtitle_dir: str | None = None
+    subtitle_mode: str = "concatenated"  # video-mme-v2: "concatenated" | "interleaved"
 
 
 @dataclass
@@ -874,6 +875,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--subtitles", default=None, metavar="DIR",
                         help="videomme: folder of the {videoID}.srt subtitles, shown with the frames they belong to; video-mme-v2: "
                         "folder of the {video_id}.jsonl word subtitles, all given at once (docs/benchmarks.md)")
+    parser.add_argument("--subtitle-mode", choices=("concatenated", "interleaved"), default=None,
+                        help="video-mme-v2 with --subtitles: the script's two modes (default concatenated)")
     parser.add_argument("--strict", action="store_true", help="stop at the first bad row")
     parser.add_argument("--limit", type=int, default=None, help="convert at most this many samples")
     parser.add_argument("--show-mapping", action="store_true", help="print the field mapping of --from and exit")
@@ -890,7 +893,10 @@ def run(args: argparse.Namespace) -> int:
         raise DataError(f"--subtitles goes with --from videomme or video-mme-v2, not {args.fmt}")
     if args.subtitles is not None and not Path(args.subtitles).is_dir():
         raise DataError(f"--subtitles: {args.subtitles}: not a folder")
-    opts = ConvertOptions(video_root=args.video_root, keyframe_window=args.keyframe_window, subtitle_dir=args.subtitles)
+    if args.subtitle_mode is not None and (args.fmt != "video-mme-v2" or args.subtitles is None):
+        raise DataError("--subtitle-mode goes with --from video-mme-v2 and --subtitles DIR")
+    opts = ConvertOptions(video_root=args.video_root, keyframe_window=args.keyframe_window, subtitle_dir=args.subtitles,
+                          subtitle_mode=args.subtitle_mode or "concatenated")
     result = convert_files(args.inputs, args.fmt, opts, strict=args.strict, limit=args.limit, progress=True)
     for line in result.errors:
         print(line, file=sys.stderr)

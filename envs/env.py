@@ -296,6 +296,9 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
             text = f"{subs}\n{text}"
         if self.sample.metadata.get("subtitle_prompt"):  # Video-MME-v2's concatenated mode: all words at once
             text = f"{self.sample.metadata['subtitle_prompt']}{text}"
+        segments = self._segments(ts, self.duration)
+        if segments:  # Video-MME-v2's interleaved mode
+            text = f"{segments}\n{subtitles.V2_WITH_SUB_PROMPT_INTERLEAVE}\n{text}"
         group = options.get("group") or {"id": self.sample.id}
         self.trajectory = Trajectory(
             episode_id=str(options.get("episode_id", self.sample.id)),
@@ -366,6 +369,9 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
                 subs = self._subtitles(ts, header="Subtitles at these frames:")
                 if subs:
                     text = f"{text}\n{subs}"
+                segments = self._segments(ts, ev.end)
+                if segments:
+                    text = f"{text}\nSubtitles between these frames:\n{segments}"
             else:
                 text = f"Error: {error}"
         elif isinstance(act, Invalid):
@@ -527,6 +533,14 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
         with-subtitles setting; `videoseek.envs.subtitles`), "" for a sample without subtitles."""
         subs = self.sample.metadata.get("subtitles")
         return subtitles.subtitle_block(subs, [float(t) for t in ts], header) if subs else ""
+
+    def _segments(self, ts: np.ndarray, end: float) -> str:
+        """Video-MME-v2's interleaved subtitle lines of the frames at `ts` up to `end` (the sample's
+        ``metadata["subtitle_segments"]``; `videoseek.envs.subtitles`), "" without segments."""
+        segments = self.sample.metadata.get("subtitle_segments")
+        if not segments:
+            return ""
+        return "\n".join(subtitles.interleaved_lines(segments, sorted(float(t) for t in ts), float(end)))
 
     def _crop_frames(self, s: float, e: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         k = min(self.config.frames_per_call, self.config.max_total_frames - self._frames_used)

@@ -10,7 +10,13 @@ first ones and each crop), the subtitle line of each frame's time (`subtitles_at
 
 Video-MME-v2's concatenated subtitle mode (``evaluation/test_video_mme_v2.py``, commit b24176a)
 gives all of a video's words at once: its samples carry ``metadata["subtitle_prompt"]``
-(`v2_concatenated_prompt`), which the env puts before its first observation's text.
+(`v2_concatenated_prompt`), which the env puts before its first observation's text. Its
+interleaved mode groups the words into sentence segments (`group_segments`, the script's
+``group_subtitle_segments``), kept as ``metadata["subtitle_segments"]``; with each set of frames the
+env lists, frame by frame, the segments overlapping the interval from that frame to the next (the
+last: to the end of the video, or of the crop), written ``[Subtitle 1.00s - 2.50s]: text`` as the
+script writes them (`interleaved_lines`). The script places them between the frame images; here
+they follow the images in the observation's text, in frame order.
 """
 
 from __future__ import annotations
@@ -24,6 +30,11 @@ from videoseek.envs.sample import DataError
 
 # Video-MME-v2 evaluation/test_video_mme_v2.py WITH_SUB_PROMPT (its concatenated subtitle mode)
 V2_WITH_SUB_PROMPT = "These are the frames of a video. This video's subtitles are listed below:\n{}\n"
+# ... and WITH_SUB_PROMPT_INTERLEAVE (its interleaved mode)
+V2_WITH_SUB_PROMPT_INTERLEAVE = (
+    "These are the frames of a video with corresponding subtitles shown between frames. "
+    "The subtitles indicate what is being said during the time interval between adjacent frames."
+)
 
 HEADER = "This video's subtitles are listed below:"  # Video-MME's prompt
 _TIME = re.compile(r"^\s*(\d+):(\d{2}):(\d{2})[,.](\d{1,3})\s*-->\s*(\d+):(\d{2}):(\d{2})[,.](\d{1,3})")
@@ -118,3 +129,41 @@ def v2_concatenated_prompt(entries: list[dict] | None) -> str:
     "These are the frames of a video. This video's subtitles are listed below:\\nHi there\\n"
     """
     return V2_WITH_SUB_PROMPT.format(" ".join(e["text"] for e in entries) if entries else "")
+
+
+def group_segments(entries: list[dict], gap_threshold: float = 0.5) -> list[list]:
+    """test_video_mme_v2.py's ``group_subtitle_segments`` as ``[[start, end, text], ...]``: a new
+    segment when the gap to the previous word exceeds `gap_threshold` s, or exceeds 0.1 s after a
+    word ending in . ! ?
+
+    >>> group_segments([{"text": "Hi.", "start_time": 0, "end_time": 0.3}, {"text": "Yes", "start_time": 0.5, "end_time": 0.7},
+    ...                 {"text": "sir", "start_time": 0.75, "end_time": 1.0}])
+    [[0, 0.3, 'Hi.'], [0.5, 1.0, 'Yes sir']]
+    """
+    if not entries:
+        return []
+    segments, current = [], [entries[0]]
+    for prev, curr in zip(entries, entries[1:]):
+        gap = curr["start_time"] - prev["end_time"]
+        if gap > gap_threshold or (prev["text"].rstrip().endswith((".", "!", "?")) and gap > 0.1):
+            segments.append([current[0]["start_time"], current[-1]["end_time"], " ".join(w["text"] for w in current)])
+            current = [curr]
+        else:
+            current.append(curr)
+    segments.append([current[0]["start_time"], current[-1]["end_time"], " ".join(w["text"] for w in current)])
+    return segments
+
+
+def interleaved_lines(segments: Sequence[Sequence], times: Sequence[float], end: float) -> list[str]:
+    """Per frame (in `times` order) the segments overlapping ``[t_i, t_{i+1})`` (the last frame's
+    interval ends at `end`), as test_video_mme_v2.py's ``segments_between_timestamps`` picks them
+    (``seg_end >= t_i and seg_start < t_{i+1}``) and writes them.
+
+    >>> interleaved_lines([[0.5, 1.0, "Yes sir"], [4.0, 5.0, "Later"]], [0.0, 2.0], 6.0)
+    ['[Subtitle 0.50s - 1.00s]: Yes sir', '[Subtitle 4.00s - 5.00s]: Later']
+    """
+    out = []
+    for i, t in enumerate(times):
+        stop = times[i + 1] if i + 1 < len(times) else end
+        out += [f"[Subtitle {float(s):.2f}s - {float(e):.2f}s]: {text}" for s, e, text in segments if float(e) >= t and float(s) < stop]
+    return out

@@ -489,3 +489,34 @@ def test_video_mme_v2_concatenated_subtitles(tmp_path, capsys, index_video):
     env = VideoSeekEnv(samples["0"].model_copy(update={"video": str(index_video), "duration": 20.0}), EnvConfig(initial_frames=2))
     obs, _ = env.reset(seed=0)
     assert obs["text"].startswith("These are the frames of a video. This video's subtitles are listed below:\nHello world.\nVideo duration: 20.0")
+
+
+def test_video_mme_v2_interleaved_subtitles(tmp_path, capsys, index_video):
+    # test_video_mme_v2.py --with-subtitle --subtitle-interleave: group_subtitle_segments, then per frame the
+    # segments overlapping [t_i, t_{i+1}) (the last to the end), "[Subtitle s - e]: text" (checked against the
+    # script's functions on random word lists once; the expected lines here follow from them)
+    from videoseek.cli import main
+    from videoseek.envs.env import EnvConfig, VideoSeekEnv
+
+    subs = tmp_path / "subtitles"
+    subs.mkdir()
+    words = [("Hello", 1.0, 1.4), ("there.", 1.5, 1.9), ("Later", 12.0, 12.4), ("on", 12.45, 12.8)]
+    (subs / "001.jsonl").write_text("".join(json.dumps({"text": w, "start_time": s, "end_time": e}) + "\n" for w, s, e in words))
+    data = tmp_path / "v2.jsonl"
+    assert main(["convert", "--from", "video-mme-v2", str(DATA / "video_mme_v2/test.jsonl"), "--out", str(data), "--video-root",
+                 str(tmp_path), "--subtitles", str(subs), "--subtitle-mode", "interleaved"]) == 0  # fmt: skip
+    sample = {s.id: s for s in VideoSample.from_jsonl(data)}["0"]
+    assert sample.metadata["subtitle_segments"] == [[1.0, 1.9, "Hello there."], [12.0, 12.8, "Later on"]]
+    assert "subtitle_prompt" not in sample.metadata
+    env = VideoSeekEnv(sample.model_copy(update={"video": str(index_video), "duration": 20.0}), EnvConfig(initial_frames=4))
+    # frames at 2.5, 7.5, 12.5, 17.5 s: "Hello there." ends before the first frame; "Later on" overlaps both
+    # [7.5, 12.5) and [12.5, 17.5), so the script shows it after each of those two frames
+    obs, _ = env.reset(seed=0)
+    assert obs["text"].startswith("[Subtitle 12.00s - 12.80s]: Later on\n[Subtitle 12.00s - 12.80s]: Later on\nThese are the frames of a "
+                                  "video with corresponding subtitles shown between frames.")  # fmt: skip
+    obs, *_ = env.step('<tool_call>{"name": "crop_video", "arguments": {"start": 0, "end": 3}}</tool_call>')
+    assert "\nSubtitles between these frames:\n[Subtitle 1.00s - 1.90s]: Hello there." in obs["text"]
+    capsys.readouterr()
+    assert main(["convert", "--from", "videomme", str(DATA / "videomme/videomme.jsonl"), "--out", str(tmp_path / "x.jsonl"),
+                 "--subtitles", str(subs), "--subtitle-mode", "interleaved"]) == 2  # fmt: skip
+    assert "--subtitle-mode goes with --from video-mme-v2 and --subtitles DIR" in capsys.readouterr().err

@@ -13,9 +13,9 @@ sample id is ``{index}`` (the script's own key).
 Videos are ``{video_id}.mp4`` under ``--video-root``. Without ``--subtitles`` this is the
 subtitle-free setting (the script's default); with ``--subtitles DIR`` the script's concatenated
 mode: ``DIR/{video_id}.jsonl``'s words joined into ``WITH_SUB_PROMPT``, kept as
-``metadata.subtitle_prompt`` and given before the first observation (`videoseek.envs.subtitles`).
-Its interleaved mode (segments placed between the frames it samples) is not reproduced. Video-MME-v2
-has no clue intervals. `videoseek.agents.benchmarks.video_mme_v2`
+``metadata.subtitle_prompt`` and given before the first observation (`videoseek.envs.subtitles`); with ``--subtitle-mode
+interleaved`` its interleaved mode: the words grouped into segments (``metadata.subtitle_segments``),
+listed by the env with the frames they fall between. Video-MME-v2 has no clue intervals. `videoseek.agents.benchmarks.video_mme_v2`
 scores the answers with the script's grouped non-linear rating.
 """
 
@@ -29,7 +29,7 @@ from typing import Any
 from videoseek.envs.benchmarks._mc import benchmark_sample, letter, text
 from videoseek.envs.convert import ConvertOptions, RowError, iter_records
 from videoseek.envs.sample import DataError, VideoSample
-from videoseek.envs.subtitles import read_word_jsonl, v2_concatenated_prompt
+from videoseek.envs.subtitles import group_segments, read_word_jsonl, v2_concatenated_prompt
 
 NAME = "video-mme-v2"
 GROUP_TYPES = ("relevance", "logic")
@@ -93,7 +93,11 @@ def convert_record(record: dict, index: int, location: str, opts: ConvertOptions
     if opts.subtitle_dir is not None:  # the concatenated subtitle mode; a video without a file gets ""
         words = Path(opts.subtitle_dir) / f"{video[:-4] if video.lower().endswith('.mp4') else video}.jsonl"
         try:
-            sample.metadata["subtitle_prompt"] = v2_concatenated_prompt(read_word_jsonl(words) if words.is_file() else None)
+            entries = read_word_jsonl(words) if words.is_file() else None
         except DataError as exc:
             raise RowError("subtitles", str(exc)) from None
+        if opts.subtitle_mode == "interleaved":
+            sample.metadata["subtitle_segments"] = group_segments(entries or [])
+        else:
+            sample.metadata["subtitle_prompt"] = v2_concatenated_prompt(entries)
     return sample
