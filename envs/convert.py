@@ -81,8 +81,8 @@ class ConvertOptions:
     no explicit clue span. Open-o3 annotates evidence as key *moments*; a crop of this width around
     each moment retrieves it, so the union of these windows is the record's clue set.
     `subtitle_dir`: videomme: the folder of Video-MME's ``{videoID}.srt`` files; video-mme-v2: of its
-    ``{video_id}.jsonl`` word files (the with-subtitles settings, `videoseek.envs.subtitles`); None
-    for the subtitle-free setting.
+    ``{video_id}.jsonl`` word files (the with-subtitles settings, `videoseek.envs.subtitles`);
+    videommmu: of its ``{id}.txt`` transcripts; None for the settings without them.
     """
 
     video_root: str | None = None
@@ -874,7 +874,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keyframe-window", type=float, default=1.0, help="open-o3: seconds of clue interval around each key frame (default 1.0)")
     parser.add_argument("--subtitles", default=None, metavar="DIR",
                         help="videomme: folder of the {videoID}.srt subtitles, shown with the frames they belong to; video-mme-v2: "
-                        "folder of the {video_id}.jsonl word subtitles, all given at once (docs/benchmarks.md)")
+                        "folder of the {video_id}.jsonl word subtitles; videommmu: folder of the {id}.txt transcripts (docs/benchmarks.md)")
     parser.add_argument("--subtitle-mode", choices=("concatenated", "interleaved"), default=None,
                         help="video-mme-v2 with --subtitles: the script's two modes (default concatenated)")
     parser.add_argument("--strict", action="store_true", help="stop at the first bad row")
@@ -889,8 +889,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.keyframe_window <= 0:
         raise DataError(f"--keyframe-window must be > 0, got {args.keyframe_window}")
-    if args.subtitles is not None and args.fmt not in ("videomme", "video-mme-v2"):
-        raise DataError(f"--subtitles goes with --from videomme or video-mme-v2, not {args.fmt}")
+    if args.subtitles is not None and args.fmt not in ("videomme", "video-mme-v2", "videommmu"):
+        raise DataError(f"--subtitles goes with --from videomme, video-mme-v2 or videommmu, not {args.fmt}")
     if args.subtitles is not None and not Path(args.subtitles).is_dir():
         raise DataError(f"--subtitles: {args.subtitles}: not a folder")
     if args.subtitle_mode is not None and (args.fmt != "video-mme-v2" or args.subtitles is None):

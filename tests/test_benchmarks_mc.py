@@ -456,7 +456,7 @@ def test_videomme_with_subtitles_shows_the_subtitles_of_the_frames(tmp_path, cap
     assert head.startswith("crop_video returned") and lines and set(lines.split("\n")) == {"Last words"}  # one line per frame in the cue
     assert main(["convert", "--from", "mvbench", str(DATA / "mvbench/action_sequence.json"), "--out", str(tmp_path / "x.jsonl"),
                  "--subtitles", str(subs)]) == 2  # fmt: skip
-    assert "--subtitles goes with --from videomme" in capsys.readouterr().err
+    assert "--subtitles goes with --from videomme, video-mme-v2 or videommmu" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("module_name", ["videoseek.envs.subtitles", "videoseek.envs.benchmarks.videommmu", "videoseek.envs.benchmarks.charades_timelens"])
@@ -520,3 +520,17 @@ def test_video_mme_v2_interleaved_subtitles(tmp_path, capsys, index_video):
     assert main(["convert", "--from", "videomme", str(DATA / "videomme/videomme.jsonl"), "--out", str(tmp_path / "x.jsonl"),
                  "--subtitles", str(subs), "--subtitle-mode", "interleaved"]) == 2  # fmt: skip
     assert "--subtitle-mode goes with --from video-mme-v2 and --subtitles DIR" in capsys.readouterr().err
+
+
+def test_videommmu_with_transcripts(tmp_path):
+    # videoperception_doc_to_text_with_transcript_perception_comprehension / _adaptation
+    vm = converter_module("videommmu")
+    transcripts = tmp_path / "transcripts"
+    transcripts.mkdir()
+    (transcripts / "validation_Art_1.txt").write_text("  The sky is painted blue.\n")
+    opts = ConvertOptions(video_root="/videos", subtitle_dir=str(transcripts))
+    samples = {s.id: s for s in convert_files([DATA / f for f in FILES["videommmu"]], "videommmu", opts, strict=True).samples}
+    assert samples["validation_Art_1"].question == ("\nTranscript for the Video:\nThe sky is painted blue.\n\nQuestion for the video:\n"
+                                                    "What colour is the painted sky?" + vm.PERCEPTION_AND_COMPREHENSION_PROMPT)  # fmt: skip
+    assert samples["test_Math_1"].question == (vm.PRE_PROMPT + vm.OPEN_ENDED_PROMPT + "\nTranscript for the Video:\n[Transcript not available]"
+                                               "\n\nQuestion for the video:\nCompute the area of the triangle in the image.")  # fmt: skip

@@ -13,7 +13,10 @@ The video is ``{id}.mp4`` in its subject's discipline folder (``Art/``, ``Scienc
 ``--video-root``. The question is worded as the track's ``doc_to_text`` (``_default_template_yaml``):
 Perception and Comprehension add "Please ignore the Quiz question in last frame of the video.";
 Adaptation starts with its pre-prompt and the multiple-choice or open-ended prompt. Options are
-lettered as ``parse_options`` letters them (``A. ...``). `videoseek.agents.benchmarks.videommmu`
+lettered as ``parse_options`` letters them (``A. ...``). With ``convert --subtitles DIR`` the
+question is the ``*_with_transcripts`` tasks' text: ``DIR/{id}.txt`` (the dataset's
+``transcripts/``; "[Transcript not available]" without one) in their "Transcript for the Video:"
+block. `videoseek.agents.benchmarks.videommmu`
 scores the answers against ``metadata.benchmark`` (the record as written, plus ``track``).
 """
 
@@ -35,6 +38,9 @@ PRE_PROMPT = "You should watch and learn the video content. Then apply what you 
 PERCEPTION_AND_COMPREHENSION_PROMPT = "\nPlease ignore the Quiz question in last frame of the video."
 MCQ_PROMPT = "answer the following multi-choice question. The image for this question is at the end of the video.\n"
 OPEN_ENDED_PROMPT = "answer the following open-ended question. The image for this question is at the end of the video.\n"
+# videoperception_doc_to_text_with_transcript_*: the transcript block, and its stand-in for a missing file
+TRANSCRIPT_TEMPLATE = "\nTranscript for the Video:\n{transcript}\n\nQuestion for the video:\n{question}"
+NO_TRANSCRIPT = "[Transcript not available]"
 DISCIPLINES = {
     "Art": ("Art", "Art_Theory", "Design", "Music"),
     "Science": ("Biology", "Chemistry", "Geography", "Math", "Physics"),
@@ -52,6 +58,7 @@ FIELDS = {
     "answer": "answer (the letter for multiple-choice, the open answer otherwise)",
     "question_type": "problem_type (multiple-choice -> multiple_choice, else free_form)",
     "path (Perception/, Comprehension/, Adaptation/)": "metadata.benchmark.track; metadata.task_kind the subject",
+    "--subtitles DIR: DIR/{id}.txt": "the question in the with-transcripts tasks' 'Transcript for the Video:' block",
     "everything": "metadata.benchmark (the record as written)",
 }
 
@@ -75,6 +82,11 @@ def iter_source_records(path: Any) -> Iterator[tuple[str, Any]]:
     track = track_of(path)
     for location, record in iter_records(path):
         yield location, ({**record, "__track__": track} if isinstance(record, dict) else record)
+
+
+def _transcript(path: Path) -> str:
+    """The stripped text of ``{id}.txt``, or "[Transcript not available]" without one (utils.py)."""
+    return path.read_text(encoding="utf-8").strip() if path.is_file() else NO_TRANSCRIPT
 
 
 def subject_of(sample_id: str) -> str:
@@ -121,6 +133,8 @@ def convert_record(record: dict, index: int, location: str, opts: ConvertOptions
     if multiple_choice and len(raw_options) < 2:
         raise RowError("options", f"a multiple-choice question needs at least 2 options, got {len(raw_options)}")
     options = lettered_options(list(raw_options)) if multiple_choice else None
+    if opts.subtitle_dir is not None:  # the *_with_transcripts tasks
+        question = TRANSCRIPT_TEMPLATE.format(transcript=_transcript(Path(opts.subtitle_dir) / f"{qid}.txt"), question=question)
     if track == "adaptation":
         question = PRE_PROMPT + (MCQ_PROMPT if multiple_choice else OPEN_ENDED_PROMPT) + question
     else:
