@@ -116,8 +116,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run", type=Path, help="run directory with trajectories.jsonl")
     parser.add_argument("--out", type=Path, default=None, help="where to write metrics (default RUN/metrics.json)")
     parser.add_argument("--benchmark", default=None, metavar="NAME",
-                        help="also compute this benchmark's official metrics (vstar, charades-sta, videomme, mvbench, lvbench, "
-                        "video-holmes, vsi-bench; docs/benchmarks.md)")
+                        help="also compute this benchmark's official metrics (vstar, charades-sta, charades-timelens, videomme, mvbench, lvbench, "
+                        "video-holmes, vsi-bench, video-mme-v2, videommmu; docs/benchmarks.md)")
     parser.add_argument("--data", type=Path, default=None,
                         help="--benchmark: the samples.jsonl the run was made from (default: the one RUN/run.json names)")
     parser.add_argument("--judge", default=None, metavar="hf:PATH|vllm:PATH",

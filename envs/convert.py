@@ -80,10 +80,15 @@ class ConvertOptions:
     `keyframe_window`: seconds of clue interval centred on each Open-o3 key frame when a record has
     no explicit clue span. Open-o3 annotates evidence as key *moments*; a crop of this width around
     each moment retrieves it, so the union of these windows is the record's clue set.
+    `subtitle_dir`: videomme: the folder of Video-MME's ``{videoID}.srt`` files; video-mme-v2: of its
+    ``{video_id}.jsonl`` word files (the with-subtitles settings, `videoseek.envs.subtitles`);
+    videommmu: of its ``{id}.txt`` transcripts; None for the settings without them.
     """
 
     video_root: str | None = None
     keyframe_window: float = 1.0
+    subtitle_dir: str | None = None
+    subtitle_mode: str = "concatenated"  # video-mme-v2: "concatenated" | "interleaved"
 
 
 @dataclass
@@ -867,6 +872,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="samples.jsonl to write (video paths relative to its folder)")
     parser.add_argument("--video-root", default=None, help="folder relative video paths are joined to (default: each input's folder)")
     parser.add_argument("--keyframe-window", type=float, default=1.0, help="open-o3: seconds of clue interval around each key frame (default 1.0)")
+    parser.add_argument("--subtitles", default=None, metavar="DIR",
+                        help="videomme: folder of the {videoID}.srt subtitles, shown with the frames they belong to; video-mme-v2: "
+                        "folder of the {video_id}.jsonl word subtitles; videommmu: folder of the {id}.txt transcripts (docs/benchmarks.md)")
+    parser.add_argument("--subtitle-mode", choices=("concatenated", "interleaved"), default=None,
+                        help="video-mme-v2 with --subtitles: the script's two modes (default concatenated)")
     parser.add_argument("--strict", action="store_true", help="stop at the first bad row")
     parser.add_argument("--limit", type=int, default=None, help="convert at most this many samples")
     parser.add_argument("--show-mapping", action="store_true", help="print the field mapping of --from and exit")
@@ -879,7 +889,14 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.keyframe_window <= 0:
         raise DataError(f"--keyframe-window must be > 0, got {args.keyframe_window}")
-    opts = ConvertOptions(video_root=args.video_root, keyframe_window=args.keyframe_window)
+    if args.subtitles is not None and args.fmt not in ("videomme", "video-mme-v2", "videommmu"):
+        raise DataError(f"--subtitles goes with --from videomme, video-mme-v2 or videommmu, not {args.fmt}")
+    if args.subtitles is not None and not Path(args.subtitles).is_dir():
+        raise DataError(f"--subtitles: {args.subtitles}: not a folder")
+    if args.subtitle_mode is not None and (args.fmt != "video-mme-v2" or args.subtitles is None):
+        raise DataError("--subtitle-mode goes with --from video-mme-v2 and --subtitles DIR")
+    opts = ConvertOptions(video_root=args.video_root, keyframe_window=args.keyframe_window, subtitle_dir=args.subtitles,
+                          subtitle_mode=args.subtitle_mode or "concatenated")
     result = convert_files(args.inputs, args.fmt, opts, strict=args.strict, limit=args.limit, progress=True)
     for line in result.errors:
         print(line, file=sys.stderr)

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from videoseek.envs.actions import (
     Action, Answer, CropVideo, Invalid, ParsedTurn, Think, action_to_dict, action_to_text, normalize_action, parse_action, sanitize_text,
 )  # fmt: skip
+from videoseek.envs import subtitles
 from videoseek.envs.evidence import EvidenceState
 from videoseek.envs.protocol import CROP_VIDEO_TOOL, NO_TOOL_SYSTEM_PROMPT, SYSTEM_PROMPT
 from videoseek.envs.sample import DataError, VideoSample
@@ -290,6 +291,14 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
         frames, ts, masked = self._get_frames(times)
         self.frames_by_turn[-1] = frames
         text = question_text(self.sample, self.duration, ts)
+        subs = self._subtitles(ts)
+        if subs:  # Video-MME's order: the subtitles, then the question
+            text = f"{subs}\n{text}"
+        if self.sample.metadata.get("subtitle_prompt"):  # Video-MME-v2's concatenated mode: all words at once
+            text = f"{self.sample.metadata['subtitle_prompt']}{text}"
+        segments = self._segments(ts, self.duration)
+        if segments:  # Video-MME-v2's interleaved mode
+            text = f"{segments}\n{subtitles.V2_WITH_SUB_PROMPT_INTERLEAVE}\n{text}"
         group = options.get("group") or {"id": self.sample.id}
         self.trajectory = Trajectory(
             episode_id=str(options.get("episode_id", self.sample.id)),
@@ -357,6 +366,12 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
                 )
                 note = f" (clipped to the video: requested {act.start:.1f}-{act.end:.1f}s)" if call.clipped else ""
                 text = f"crop_video returned {len(ts)} frames from {ev.start:.1f}s to {ev.end:.1f}s{note} at {format_times(ts)}."
+                subs = self._subtitles(ts, header="Subtitles at these frames:")
+                if subs:
+                    text = f"{text}\n{subs}"
+                segments = self._segments(ts, ev.end)
+                if segments:
+                    text = f"{text}\nSubtitles between these frames:\n{segments}"
             else:
                 text = f"Error: {error}"
         elif isinstance(act, Invalid):
@@ -512,6 +527,20 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
         if self._frames_used >= self.config.max_total_frames:
             return f"frame budget of {self.config.max_total_frames} frames is spent; answer now", None
         return None, span
+
+    def _subtitles(self, ts: np.ndarray, header: str = subtitles.HEADER) -> str:
+        """The subtitle lines of the frames at `ts` (the sample's ``metadata["subtitles"]``, the
+        with-subtitles setting; `videoseek.envs.subtitles`), "" for a sample without subtitles."""
+        subs = self.sample.metadata.get("subtitles")
+        return subtitles.subtitle_block(subs, [float(t) for t in ts], header) if subs else ""
+
+    def _segments(self, ts: np.ndarray, end: float) -> str:
+        """Video-MME-v2's interleaved subtitle lines of the frames at `ts` up to `end` (the sample's
+        ``metadata["subtitle_segments"]``; `videoseek.envs.subtitles`), "" without segments."""
+        segments = self.sample.metadata.get("subtitle_segments")
+        if not segments:
+            return ""
+        return "\n".join(subtitles.interleaved_lines(segments, sorted(float(t) for t in ts), float(end)))
 
     def _crop_frames(self, s: float, e: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         k = min(self.config.frames_per_call, self.config.max_total_frames - self._frames_used)

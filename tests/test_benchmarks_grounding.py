@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from videoseek.agents.benchmarks import charades_sta as ch_metrics
+from videoseek.agents.benchmarks import charades_timelens as tl_metrics
 from videoseek.agents.benchmarks import vstar as vs_metrics
 from videoseek.cli import main
 from videoseek.envs.convert import FIELD_MAPS, ConvertOptions, convert_files
@@ -304,7 +305,7 @@ def test_show_mapping_and_lazy_imports(capsys):
     assert out.strip() == "['videoseek.envs.benchmarks.charades_sta']"
 
 
-@pytest.mark.parametrize("module", [vs_metrics, ch_metrics])
+@pytest.mark.parametrize("module", [vs_metrics, ch_metrics, tl_metrics])
 def test_docstring_examples(module):
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0
@@ -324,3 +325,80 @@ def test_cli_eval_vstar_with_and_without_a_judge(tmp_path, capsys, monkeypatch):
     assert "| Overall | 5 | 20.00 | 20.00 | 43.17 |" in capsys.readouterr().out and seen == ["vllm:/models/Qwen2.5-72B-Instruct"]
     written = json.loads((run / "metrics.json").read_text())["benchmark"]
     assert written["judge"] == "vllm:/models/Qwen2.5-72B-Instruct" and written["overall"]["mAM"] == pytest.approx(0.3284, abs=5e-5)
+
+
+# ---- Charades-TimeLens -------------------------------------------------------------------------
+# TencentARC/TimeLens at commit 5d90c067246ddb11db3203adbb0085bdc48d9e5e, run once on
+# charades_timelens_mini.json with the answers of charades_timelens_predictions.json (a missing
+# answer passed as ""): the results file written as its README prescribes,
+# {"{vid}.mp4>>>{parse_query(query)}>>>{span}": {"answers": text}}, scored by
+# `python evaluation/compute_metrics.py -f raw.json` (nothing changed); for the inference variant the
+# "timestamps" of each entry made by eval_dataloader.py's own lines (extract_time, else
+# [duration + 10, duration + 20], round(t / UNIT) * UNIT) and scored by the same script.
+TIMELENS = DATA / "charades_timelens_mini.json"
+TIMELENS_PRED = json.loads((DATA / "charades_timelens_predictions.json").read_text())
+TIMELENS_OFFICIAL = {"IOU@3": 64.28571428571429, "IOU@5": 64.28571428571429, "IOU@7": 64.28571428571429, "mIOU": 57.246411356533706}
+TIMELENS_INFERENCE_OFFICIAL = {**TIMELENS_OFFICIAL, "mIOU": 56.763619901037735}
+
+
+def _timelens_run() -> tuple[list[Trajectory], dict[str, VideoSample]]:
+    samples = convert_files([TIMELENS], "charades-timelens").samples
+    return [_traj(s, TIMELENS_PRED[s.id]) for s in samples], {s.id: s for s in samples}
+
+
+def test_charades_timelens_converts_timelens_bench_layout(tmp_path):
+    samples = convert_files([TIMELENS], "charades-timelens", ConvertOptions(video_root="/tl/charades")).samples
+    assert len(samples) == 14 and [s.id for s in samples[:4]] == ["AO8RW#0", "AO8RW#1", "AO8RW#2", "1K0SU#0"]
+    s = samples[1]
+    assert s.video == "/tl/charades/AO8RW.mp4" and s.duration == 30.5 and s.clue_intervals == [(12.0, 18.0)]
+    assert s.question == ("Please find the visual event described by the sentence 'person opens the door', determining its "
+                          "starting and ending times. The format should be: 'The event happens in <start time> - <end time> seconds'.")
+    assert s.metadata["benchmark"] == {"name": "charades-timelens", "vid": "AO8RW", "query": "person opens the door",
+                                       "query_raw": "person  opens the door", "span": [12.0, 18.0], "duration": 30.5}
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"V1": {"duration": 10, "spans": [[1, 2]], "queries": ["a", "b"]},
+                               "V2": {"duration": 10, "spans": [[1, "x"]], "queries": ["q"]},
+                               "V3": {"duration": 10, "spans": [[1, 3]], "queries": ["fine"]}}))
+    result = convert_files([bad], "charades-timelens")
+    assert [s.id for s in result.samples] == ["V3#0"]
+    assert [str(e) for e in result.errors] == [f"{bad}: video V1: field 'spans': 1 spans for 2 queries",
+                                               f"{bad}: video V2, query 0: field 'spans': expected seconds >= 0, got 'x'"]
+
+
+def test_charades_timelens_metrics_equal_timelens_compute_metrics():
+    trajs, samples = _timelens_run()
+    m = tl_metrics.benchmark_metrics(trajs, samples)
+    assert {k: m[k] for k in TIMELENS_OFFICIAL} == pytest.approx(TIMELENS_OFFICIAL, abs=1e-9)
+    assert (m["n"], m["unparseable"], m["reversed"], m["protocol"]) == (14, 2, 4, "raw")
+    variant = tl_metrics.benchmark_metrics(trajs, samples, protocol="timelens-inference")
+    assert {k: variant[k] for k in TIMELENS_OFFICIAL} == pytest.approx(TIMELENS_INFERENCE_OFFICIAL, abs=1e-9)
+    with pytest.raises(ValueError, match="unknown protocol 'x'"):
+        tl_metrics.benchmark_metrics(trajs, samples, protocol="x")
+    # lmms-eval's Charades-STA reader scores the same answers differently (sentence filter, "to" -> "-", swaps)
+    lmms = [ch_metrics.extract_moment(t.prediction or "") for t in trajs]
+    lmms_miou = 100 * sum(ch_metrics.moment_iou(samples[t.sample_id].metadata["benchmark"]["span"], mo[0]) if mo else 0.0
+                          for t, mo in zip(trajs, lmms)) / len(trajs)
+    assert lmms_miou == pytest.approx(47.42703533026114) and abs(lmms_miou - m["mIOU"]) > 9
+
+
+def test_charades_timelens_reads_answers_as_extract_time():
+    read = tl_metrics.extract_time
+    assert read("It starts at 12.0s and ends at 18.0s.") == [(12.0, 18.0)]  # all numbers, paired
+    assert read("The event happens at 00:00:20.3 to 00:00:24.6.") == [(20.3, 24.6)]  # clock times first
+    assert read("The event happens in 30 - 14 seconds.") == [(30.0, 14.0)]  # not swapped
+    assert read("heard 10 to 22 seconds in, towards the end 3 - 4.") == [(3.0, 4.0)]  # a - b before a to b
+    assert read("At 0:05 the phone rings; the event is 11 - 20.") == [(11.0, 20.0)]  # an odd clock count is dropped
+    assert read("only 7") == []
+    assert tl_metrics.predicted_moment(None, 30.0) == (-100.0, -100.0)
+    assert tl_metrics.predicted_moment("no idea", 30.0, "timelens-inference") == (40.0, 50.0)
+
+
+def test_cli_convert_and_eval_charades_timelens(tmp_path, capsys):
+    data = tmp_path / "tl.jsonl"
+    assert main(["convert", "--from", "charades-timelens", str(TIMELENS), "--out", str(data), "--video-root", str(tmp_path)]) == 0
+    assert "wrote 14 samples" in capsys.readouterr().out
+    run = tmp_path / "run"
+    _write_run(run, [_traj(s, TIMELENS_PRED[s.id]) for s in VideoSample.from_jsonl(data)], data)
+    assert main(["eval", str(run), "--benchmark", "charades-timelens"]) == 0
+    assert "| all | 14 | 64.29 | 64.29 | 64.29 | 57.25 |" in capsys.readouterr().out
+    assert json.loads((run / "metrics.json").read_text())["benchmark"]["mIOU"] == pytest.approx(TIMELENS_OFFICIAL["mIOU"])

@@ -18,6 +18,13 @@ folder, never stored here), feeding it what `videoseek.agents.benchmarks.<name>`
 - Video-Holmes: ``evaluate.py``'s ``evaluate`` at TencentARC/Video-Holmes commit 52ef8da, with its
   model functions ``prepare_internvl_25_8b`` / ``predict_internvl`` replaced by ones returning the
   predictions below (no model, no video); its per-question "Predicr Answer" and its CSV.
+- Video-MME-v2: ``evaluate`` of ``evaluation/test_video_mme_v2.py``, MME-Benchmarks/Video-MME-v2
+  commit b24176a, on a DataFrame of test.jsonl with a ``prediction`` column (the <answer> text, ""
+  for none), written to TSV and read back as its ``main`` does; the ratings of its ``_rating.json``.
+- VideoMMMU: ``videoperception_process_results`` then ``videoperception_aggregate_results`` of
+  ``lmms_eval/tasks/videommmu/utils.py``, videommmu/VideoMMMU commit 103a3a5, once per track file
+  (its imports of decord, loguru and lmms-eval's file_utils stubbed, HF_HOME set; nothing else
+  changed); it rounds accuracies to 5 decimals (fractions; x 100 here).
 - VSI-Bench: ``vsibench_process_results`` and ``vsibench_aggregate_results`` of
   ``lmms_eval/tasks/vsibench/utils.py``, vision-x-nyu/thinking-in-space commit c26ba54, with a stub
   ``loguru`` logger (not installed; used only for log lines).
@@ -44,8 +51,11 @@ FILES = {
     "lvbench": ["lvbench/video_info.meta.jsonl"],
     "video-holmes": ["video_holmes/test_Video-Holmes.json"],
     "vsi-bench": ["vsi_bench/test.jsonl"],
+    "video-mme-v2": ["video_mme_v2/test.jsonl"],
+    "videommmu": ["videommmu/Perception/test.jsonl", "videommmu/Adaptation/test.jsonl"],
 }
-FOLDER = {"videomme": "videomme", "mvbench": "mvbench", "lvbench": "lvbench", "video-holmes": "video_holmes", "vsi-bench": "vsi_bench"}
+FOLDER = {"videomme": "videomme", "mvbench": "mvbench", "lvbench": "lvbench", "video-holmes": "video_holmes", "vsi-bench": "vsi_bench",
+          "video-mme-v2": "video_mme_v2", "videommmu": "videommmu"}
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)
 
 
@@ -214,6 +224,23 @@ def test_mvbench_check_ans_is_the_notebooks():
         True, True, False, True, False, True]  # fmt: skip
 
 
+def test_mvbench_keeps_the_first_line_as_the_notebook_does():
+    # infer_mvbench: llm_message = return_prompt + llm_message.strip().split('\n')[0], then check_ans
+    module = metrics_module("mvbench")
+    samples = convert("mvbench")
+    sample = samples[0]
+    letter = sample.answer
+    wrong = next(x for x in "ABCD" if x != letter)
+    texts = [f"{letter}\nA red sphere enters from the left.", f"  ({letter}) candidate\n\nbecause", f"{wrong}\n{letter}", "\n  \n"]
+    got = []
+    for text in texts:
+        t = trajectory(sample, f"<answer>{text}</answer>")
+        t.prediction = text  # the <answer> text with its new lines, as the env keeps it
+        got.append(module.benchmark_metrics([t], {sample.id: sample})["correct"])
+    assert got == [1, 1, 0, 1]  # a blank answer is "", which check_ans finds correct (module docstring)
+    assert module.check_ans(f"{letter}\nA red sphere enters from the left.", module.ground_truth(sample.metadata["benchmark"])) is False
+
+
 def test_lvbench_matches_compute_accuracy():
     m = run("lvbench")
     # compute_accuracy: {"entity recognition": 0.5, "event understanding": 1.0, "reasoning": 0.5,
@@ -276,7 +303,7 @@ def test_metrics_are_json():
         assert metrics_module(name).format_table(m).startswith("|")
 
 
-@pytest.mark.parametrize("name", ["videomme", "mvbench", "lvbench", "video_holmes", "vsi_bench"])
+@pytest.mark.parametrize("name", ["videomme", "mvbench", "lvbench", "video_holmes", "vsi_bench", "video_mme_v2", "videommmu"])
 def test_metric_docstring_examples(name):
     import doctest
     import importlib
@@ -284,3 +311,226 @@ def test_metric_docstring_examples(name):
     module = importlib.import_module(f"videoseek.agents.benchmarks.{name}")
     result = doctest.testmod(module)
     assert result.attempted and result.failed == 0
+
+
+def test_video_mme_v2_matches_test_video_mme_v2():
+    m = run("video-mme-v2")
+    # _rating.json of test_video_mme_v2.py's evaluate on the hand-made replies
+    assert m["final_rating"] == pytest.approx({"level_1": 62.5, "level_2": 62.5, "level_3": 100 / 3, "relevance_score": 62.5,
+                                               "relevance_linear_score": 75.0, "logic_score": 52.77777777777778,
+                                               "total": 56.66666666666667})  # fmt: skip
+    assert m["second_head_rating"] == pytest.approx({"Information Retrieval": 62.5, "Temporal Understanding": 62.5, "Complex Reasoning": 100 / 3})
+    assert m["third_head_rating"] == pytest.approx({"Counting": 25.0, "Order": 25.0, "Causal": 100 / 3, "State Change": 100.0, "OCR": 100.0})
+    # "Simple accuracy (valid only): 82.35%"; "no prediction: 1, failed to extract: 2"
+    assert m["simple_accuracy"] == pytest.approx(1400 / 17) and m["unread"] == 3 and (m["groups"], m["groups_incomplete"]) == (5, 0)
+    assert "| 56.67 | 62.50 | 62.50 | 33.33 | 62.50 | 75.00 | 52.78 |" in metrics_module("video-mme-v2").format_table(m)
+
+
+def test_video_mme_v2_unread_reply_scores_minus_one_in_the_group_arithmetic():
+    v2 = metrics_module("video-mme-v2")
+    assert [v2.question_score(r, "C") for r in ("C", "The answer is B", "", "no letter here at all in this long reply of many words")] == [1, 0, -1, -1]
+    assert v2.relevance_rating([1, 1, -1, 1]) == (100.0 * 4 / 16, 50.0)  # -1 takes one off the sum, not 0
+    assert v2.logic_rating([-1, -1, -1, -1], "[[1, 2], 3, 4]") == 100.0  # -1 is truthy in cal_logic's chain
+    samples = convert("video-mme-v2")
+    trajs = [trajectory(s, "<answer>A</answer>") for s in samples[:6]]  # the second group cut short
+    m = v2.benchmark_metrics(trajs, {s.id: s for s in samples})
+    assert (m["groups"], m["groups_incomplete"], m["questions"]) == (1, 1, 6)
+    s = samples[0]
+    assert s.id == "0" and s.video == "/videos/001.mp4" and s.options[7] == "H. option h" and s.answer == "B"
+    assert s.metadata["benchmark"]["index"] == 0 and s.metadata["task_kind"] == "Information Retrieval"
+    bad = dict(json.loads((DATA / "video_mme_v2/test.jsonl").read_text().splitlines()[4]), group_structure="[1, 2]")
+    with pytest.raises(RowError, match="group_structure"):
+        converter_module("video-mme-v2").convert_record(bad, 0, "x:1", ConvertOptions(), "/v")
+
+
+def test_cli_convert_and_eval_video_mme_v2(tmp_path, capsys):
+    from videoseek.cli import main
+
+    data = tmp_path / "v2.jsonl"
+    assert main(["convert", "--from", "video-mme-v2", str(DATA / "video_mme_v2/test.jsonl"), "--out", str(data), "--video-root", str(tmp_path)]) == 0
+    assert "wrote 20 samples" in capsys.readouterr().out
+    preds = json.loads((DATA / "video_mme_v2/predictions.json").read_text())
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "trajectories.jsonl").write_text("".join(trajectory(s, preds[s.id]).model_dump_json() + "\n" for s in VideoSample.from_jsonl(data)))
+    (run_dir / "run.json").write_text(json.dumps({"data": [str(data)], "policy": "scripted"}))
+    assert main(["eval", str(run_dir), "--benchmark", "video-mme-v2"]) == 0
+    assert "| 56.67 | 62.50 | 62.50 | 33.33 | 62.50 | 75.00 | 52.78 |" in capsys.readouterr().out
+    written = json.loads((run_dir / "metrics.json").read_text())["benchmark"]
+    assert written["name"] == "video-mme-v2" and written["final_rating"]["total"] == pytest.approx(56.66666666666667)
+
+
+def test_videommmu_matches_lmms_eval_utils():
+    m = run("videommmu")
+    perception, adaptation = m["tracks"]["perception"], m["tracks"]["adaptation"]
+    # videoperception_aggregate_results printed (acc as fractions, 5 decimals):
+    #   Perception: Overall 5 / 0.8, Overall-Science 3 / 0.66667, Math 1.0, Physics 0.0, Art 1.0, Art_Theory 1.0
+    #   Adaptation: Overall 6 / 0.83333, Overall-Science 3 / 0.66667, Math 0.5, Physics 1.0, Overall-Business 1.0, ...
+    assert perception["results"]["Overall"] == {"num": 5, "acc": pytest.approx(80.0)} and perception["api_errors"] == 2
+    assert perception["results"]["Overall-Science"] == {"num": 3, "acc": pytest.approx(200 / 3)}
+    assert {k: perception["results"][k]["acc"] for k in ("Art", "Art_Theory", "Math", "Physics")} == {"Art": 100.0, "Art_Theory": 100.0, "Math": 100.0, "Physics": 0.0}
+    assert perception["results"]["Overall-Business"] == {"num": 0, "acc": 0.0}  # the skipped reply leaves Economics out
+    assert adaptation["results"]["Overall"] == {"num": 6, "acc": pytest.approx(500 / 6)} and adaptation["api_errors"] == 0
+    assert {k: adaptation["results"][k]["acc"] for k in ("Math", "Physics", "Finance", "Computer_Science", "Clinical_Medicine")} == {
+        "Math": 50.0, "Physics": 100.0, "Finance": 100.0, "Computer_Science": 100.0, "Clinical_Medicine": 100.0}  # fmt: skip
+    assert "| Perception | 80.0 | 100.0 | 0.0 | 66.7 |" in metrics_module("videommmu").format_table(m)
+
+
+def test_videommmu_parsers_are_the_scripts():
+    v = metrics_module("videommmu")
+    choices, index2ans = ["A", "B", "C", "D"], {"A": "anemia", "B": "asthma", "C": "angina", "D": "arthritis"}
+    # the script's parsed_pred on the hand-made replies
+    assert v.parse_multi_choice_response("A. anemia or C. angina; I pick A.", choices, index2ans) == "C"
+    assert v.parse_multi_choice_response("joule", ["A", "B", "C", "D"], {"A": "joule"}) == "No Answere Found"
+    assert v.parse_multi_choice_response("", choices, index2ans) == "API Error"
+    assert set(v.parse_open_response("Therefore the present value is $1,000")) == {1000.0, 0.0, "$1,000"}
+    assert set(v.parse_open_response("It has 2 roots.")) == {2.0, "2 roots"}
+    samples = {s.id: s for s in convert("videommmu")}
+    s = samples["validation_Art_1"]
+    assert s.video == "/videos/Art/validation_Art_1.mp4" and s.options == ["A. red", "B. blue", "C. green", "D. black"]
+    assert s.question.endswith("\nPlease ignore the Quiz question in last frame of the video.") and s.metadata["benchmark"]["track"] == "perception"
+    t = samples["test_Math_1"]
+    assert t.problem_type.value == "free_form" and t.options is None and t.question.startswith(
+        "You should watch and learn the video content. Then apply what you learned to answer the following open-ended question.")
+
+
+def test_videommmu_track_must_be_named(tmp_path):
+    from videoseek.envs.sample import DataError
+
+    f = tmp_path / "test.jsonl"
+    f.write_text((DATA / "videommmu/Perception/test.jsonl").read_text())
+    with pytest.raises(DataError, match="cannot tell the VideoMMMU track"):
+        convert_files([f], "videommmu", ConvertOptions())
+    bad = tmp_path / "Comprehension"
+    bad.mkdir()
+    (bad / "test.jsonl").write_text(json.dumps({"id": "validation_Cooking_1", "question": "q", "options": ["a", "b"],
+                                                "answer": "A", "question_type": "multiple-choice"}) + "\n")  # fmt: skip
+    result = convert_files([bad / "test.jsonl"], "videommmu", ConvertOptions())
+    assert result.errors == [f"{bad / 'test.jsonl'}:1: field 'id': subject 'Cooking' is not one of VideoMMMU's 30"]
+
+
+def test_cli_convert_and_eval_videommmu(tmp_path, capsys):
+    from videoseek.cli import main
+
+    data = tmp_path / "vm.jsonl"
+    files = [str(DATA / f) for f in FILES["videommmu"]]
+    assert main(["convert", "--from", "videommmu", *files, "--out", str(data), "--video-root", str(tmp_path)]) == 0
+    assert "wrote 13 samples" in capsys.readouterr().out
+    preds = json.loads((DATA / "videommmu/predictions.json").read_text())
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "trajectories.jsonl").write_text("".join(trajectory(s, preds[s.id]).model_dump_json() + "\n" for s in VideoSample.from_jsonl(data)))
+    (run_dir / "run.json").write_text(json.dumps({"data": [str(data)], "policy": "scripted"}))
+    assert main(["eval", str(run_dir), "--benchmark", "videommmu"]) == 0
+    assert "| Adaptation | 83.3 |" in capsys.readouterr().out
+    written = json.loads((run_dir / "metrics.json").read_text())["benchmark"]
+    assert written["tracks"]["perception"]["results"]["Overall"]["acc"] == pytest.approx(80.0)
+
+
+def test_videomme_with_subtitles_shows_the_subtitles_of_the_frames(tmp_path, capsys, index_video):
+    # Video-MME README: only the subtitles at the sampled frames' times, after "This video's subtitles are listed below:"
+    from videoseek.cli import main
+    from videoseek.envs.env import EnvConfig, VideoSeekEnv
+
+    subs = tmp_path / "subtitle"
+    subs.mkdir()
+    (subs / "vmme0001.srt").write_text("1\n00:00:01,000 --> 00:00:03,000\nHi guys,\nwelcome\n\n2\n00:00:09,000 --> 00:00:11,000\n"
+                                       "Unseen line\n\n3\n00:00:14,500 --> 00:00:16,000\nLast words\n")  # fmt: skip
+    (subs / "vmme0301.srt").write_text("1\nnot a time line\nx\n")
+    data = tmp_path / "vmme.jsonl"
+    assert main(["convert", "--from", "videomme", str(DATA / "videomme/videomme.jsonl"), "--out", str(data),
+                 "--video-root", str(tmp_path), "--subtitles", str(subs)]) == 0  # fmt: skip
+    err = capsys.readouterr().err
+    assert f"field 'subtitles': {subs / 'vmme0301.srt'}:2: expected an SRT time line" in err
+    samples = {s.id: s for s in VideoSample.from_jsonl(data)}
+    s = samples["001-1"]
+    assert s.metadata["subtitles"] == [[1.0, 3.0, "Hi guys, welcome"], [9.0, 11.0, "Unseen line"], [14.5, 16.0, "Last words"]]
+    assert all(x.metadata.get("subtitles") == [] for x in samples.values() if x.video.endswith("vmme0601.mp4"))
+    sample = s.model_copy(update={"video": str(index_video), "duration": 20.0})
+    env = VideoSeekEnv(sample, EnvConfig(initial_frames=4))  # frames at 2.5, 7.5, 12.5, 17.5 s
+    obs, _ = env.reset(seed=0)
+    assert obs["text"].startswith("This video's subtitles are listed below:\nHi guys, welcome\nVideo duration: 20.0 seconds.")
+    assert "Unseen line" not in obs["text"] and "Last words" not in obs["text"]
+    obs, *_ = env.step('<tool_call>{"name": "crop_video", "arguments": {"start": 14, "end": 16}}</tool_call>')
+    head, _, lines = obs["text"].partition("\nSubtitles at these frames:\n")
+    assert head.startswith("crop_video returned") and lines and set(lines.split("\n")) == {"Last words"}  # one line per frame in the cue
+    assert main(["convert", "--from", "mvbench", str(DATA / "mvbench/action_sequence.json"), "--out", str(tmp_path / "x.jsonl"),
+                 "--subtitles", str(subs)]) == 2  # fmt: skip
+    assert "--subtitles goes with --from videomme, video-mme-v2 or videommmu" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("module_name", ["videoseek.envs.subtitles", "videoseek.envs.benchmarks.videommmu", "videoseek.envs.benchmarks.charades_timelens"])
+def test_converter_docstring_examples(module_name):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module_name))
+    assert result.attempted and result.failed == 0
+
+
+def test_video_mme_v2_concatenated_subtitles(tmp_path, capsys, index_video):
+    # test_video_mme_v2.py --with-subtitle: WITH_SUB_PROMPT.format(subtitle_concat_all(entries)); no file -> ""
+    from videoseek.cli import main
+    from videoseek.envs.env import EnvConfig, VideoSeekEnv
+
+    subs = tmp_path / "subtitles"
+    subs.mkdir()
+    (subs / "001.jsonl").write_text('{"text": "Hello", "start_time": 0.0, "end_time": 0.4}\n{"text": "world.", "start_time": 0.5, "end_time": 0.9}\n')
+    (subs / "002.jsonl").write_text('{"text": "ok", "start_time": 0.0, "end_time": 0.4}\nnot json\n')
+    data = tmp_path / "v2.jsonl"
+    assert main(["convert", "--from", "video-mme-v2", str(DATA / "video_mme_v2/test.jsonl"), "--out", str(data),
+                 "--video-root", str(tmp_path), "--subtitles", str(subs)]) == 0  # fmt: skip
+    err = capsys.readouterr().err
+    assert f"field 'subtitles': {subs / '002.jsonl'}:2: invalid JSON" in err  # the four rows of video 002, one line each
+    samples = {s.id: s for s in VideoSample.from_jsonl(data)}
+    assert len(samples) == 16
+    assert samples["0"].metadata["subtitle_prompt"] == "These are the frames of a video. This video's subtitles are listed below:\nHello world.\n"
+    assert samples["8"].metadata["subtitle_prompt"] == "These are the frames of a video. This video's subtitles are listed below:\n\n"
+    env = VideoSeekEnv(samples["0"].model_copy(update={"video": str(index_video), "duration": 20.0}), EnvConfig(initial_frames=2))
+    obs, _ = env.reset(seed=0)
+    assert obs["text"].startswith("These are the frames of a video. This video's subtitles are listed below:\nHello world.\nVideo duration: 20.0")
+
+
+def test_video_mme_v2_interleaved_subtitles(tmp_path, capsys, index_video):
+    # test_video_mme_v2.py --with-subtitle --subtitle-interleave: group_subtitle_segments, then per frame the
+    # segments overlapping [t_i, t_{i+1}) (the last to the end), "[Subtitle s - e]: text" (checked against the
+    # script's functions on random word lists once; the expected lines here follow from them)
+    from videoseek.cli import main
+    from videoseek.envs.env import EnvConfig, VideoSeekEnv
+
+    subs = tmp_path / "subtitles"
+    subs.mkdir()
+    words = [("Hello", 1.0, 1.4), ("there.", 1.5, 1.9), ("Later", 12.0, 12.4), ("on", 12.45, 12.8)]
+    (subs / "001.jsonl").write_text("".join(json.dumps({"text": w, "start_time": s, "end_time": e}) + "\n" for w, s, e in words))
+    data = tmp_path / "v2.jsonl"
+    assert main(["convert", "--from", "video-mme-v2", str(DATA / "video_mme_v2/test.jsonl"), "--out", str(data), "--video-root",
+                 str(tmp_path), "--subtitles", str(subs), "--subtitle-mode", "interleaved"]) == 0  # fmt: skip
+    sample = {s.id: s for s in VideoSample.from_jsonl(data)}["0"]
+    assert sample.metadata["subtitle_segments"] == [[1.0, 1.9, "Hello there."], [12.0, 12.8, "Later on"]]
+    assert "subtitle_prompt" not in sample.metadata
+    env = VideoSeekEnv(sample.model_copy(update={"video": str(index_video), "duration": 20.0}), EnvConfig(initial_frames=4))
+    # frames at 2.5, 7.5, 12.5, 17.5 s: "Hello there." ends before the first frame; "Later on" overlaps both
+    # [7.5, 12.5) and [12.5, 17.5), so the script shows it after each of those two frames
+    obs, _ = env.reset(seed=0)
+    assert obs["text"].startswith("[Subtitle 12.00s - 12.80s]: Later on\n[Subtitle 12.00s - 12.80s]: Later on\nThese are the frames of a "
+                                  "video with corresponding subtitles shown between frames.")  # fmt: skip
+    obs, *_ = env.step('<tool_call>{"name": "crop_video", "arguments": {"start": 0, "end": 3}}</tool_call>')
+    assert "\nSubtitles between these frames:\n[Subtitle 1.00s - 1.90s]: Hello there." in obs["text"]
+    capsys.readouterr()
+    assert main(["convert", "--from", "videomme", str(DATA / "videomme/videomme.jsonl"), "--out", str(tmp_path / "x.jsonl"),
+                 "--subtitles", str(subs), "--subtitle-mode", "interleaved"]) == 2  # fmt: skip
+    assert "--subtitle-mode goes with --from video-mme-v2 and --subtitles DIR" in capsys.readouterr().err
+
+
+def test_videommmu_with_transcripts(tmp_path):
+    # videoperception_doc_to_text_with_transcript_perception_comprehension / _adaptation
+    vm = converter_module("videommmu")
+    transcripts = tmp_path / "transcripts"
+    transcripts.mkdir()
+    (transcripts / "validation_Art_1.txt").write_text("  The sky is painted blue.\n")
+    opts = ConvertOptions(video_root="/videos", subtitle_dir=str(transcripts))
+    samples = {s.id: s for s in convert_files([DATA / f for f in FILES["videommmu"]], "videommmu", opts, strict=True).samples}
+    assert samples["validation_Art_1"].question == ("\nTranscript for the Video:\nThe sky is painted blue.\n\nQuestion for the video:\n"
+                                                    "What colour is the painted sky?" + vm.PERCEPTION_AND_COMPREHENSION_PROMPT)  # fmt: skip
+    assert samples["test_Math_1"].question == (vm.PRE_PROMPT + vm.OPEN_ENDED_PROMPT + "\nTranscript for the Video:\n[Transcript not available]"
+                                               "\n\nQuestion for the video:\nCompute the area of the triangle in the image.")  # fmt: skip

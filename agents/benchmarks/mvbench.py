@@ -2,15 +2,17 @@
 commit 71ac7a2: ``check_ans`` and the accuracy cells after it).
 
 The notebook asks each question with MVBench's ``qa_template`` (options ``(A) candidate``), writes
-"Best option:(" after the prompt and takes ``"(" + completion`` as the prediction; `check_ans`
-compares the prediction's first space-separated word, lower-cased and without ".", with the
-answer's ``(x)``: correct when either contains the other. Accuracy is per task (20 tasks) and
+"Best option:(" after the prompt and takes ``"(" + completion.strip().split('\\n')[0]`` as the
+prediction (its ``infer_mvbench``: "remove potential explanation"); `check_ans` compares the
+prediction's first space-separated word, lower-cased and without ".", with the answer's ``(x)``:
+correct when either contains the other. Accuracy is per task (20 tasks) and
 ``Avg``, the micro average over all questions (``correct / total``), in percent.
 
-Here the prediction is the episode's final ``<answer>`` text as written ("B", "(B) candidate",
-"B. candidate" all read as B). An episode that gave no answer is wrong. (`check_ans` itself finds
-an empty prediction correct: "" is in every "(x)"; the notebook never produces one, since its
-prediction starts with "(".)
+Here the prediction is the first line of the episode's final ``<answer>`` text, stripped, as the
+notebook cuts its completion (`notebook_prediction`: "B", "(B) candidate", "B. candidate" and
+"B\\nA red sphere enters from the left." all read as B). An episode that gave no answer is wrong.
+An ``<answer>`` with no text reads as "", which `check_ans` finds correct ("" is in every "(x)"),
+as the notebook finds an empty completion correct (its prediction is then "(").
 """
 
 from __future__ import annotations
@@ -40,6 +42,15 @@ def check_ans(pred: str, gt: str) -> bool:
     return pred_option.replace(".", "") in gt_option or gt_option in pred_option
 
 
+def notebook_prediction(text: str) -> str:
+    """What mvbench.ipynb's ``infer_mvbench`` keeps of a completion: ``text.strip().split('\\n')[0]``.
+
+    >>> notebook_prediction("  B\\nA red sphere enters from the left.")
+    'B'
+    """
+    return text.strip().split("\n")[0]
+
+
 def ground_truth(record: dict[str, Any]) -> str:
     """The notebook's answer string ``(letter) answer`` for a record (qa_template)."""
     idx = list(record["candidates"]).index(record["answer"])
@@ -54,7 +65,7 @@ def benchmark_metrics(trajectories: Sequence[Trajectory], samples: dict[str, Vid
         c = acc.setdefault(task, [0, 0])
         c[1] += 1
         pred = traj.prediction if traj.failure is None else None
-        c[0] += int(pred is not None and check_ans(pred, ground_truth(rec)))
+        c[0] += int(pred is not None and check_ans(notebook_prediction(pred), ground_truth(rec)))
     order = [t for t in TASKS if t in acc] + sorted(set(acc) - set(TASKS))
     correct, total = sum(c[0] for c in acc.values()), sum(c[1] for c in acc.values())
     return {

@@ -24,11 +24,14 @@ from types import ModuleType
 BENCHMARK_CONVERTERS: dict[str, str] = {
     "vstar": "vstar",
     "charades-sta": "charades_sta",
+    "charades-timelens": "charades_timelens",
     "videomme": "videomme",
     "mvbench": "mvbench",
     "lvbench": "lvbench",
     "video-holmes": "video_holmes",
     "vsi-bench": "vsi_bench",
+    "video-mme-v2": "video_mme_v2",
+    "videommmu": "videommmu",
 }
 
 

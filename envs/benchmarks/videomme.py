@@ -18,16 +18,22 @@ Videos are ``{videoID}.mp4`` (the dataset's ``data/`` folder) under ``--video-ro
 (short < 2 min, medium 4-15 min, long 30-60 min), not seconds: it is kept in
 ``metadata.benchmark.duration`` and `VideoSample.duration` stays unset. Video-MME has no clue
 intervals. `videoseek.agents.benchmarks.videomme` scores the answers as ``eval_your_results.py``.
+
+With ``convert --subtitles DIR`` (the with-subtitles setting) each sample also carries its video's
+``DIR/{videoID}.srt`` as ``metadata.subtitles`` (``[]`` for a video without one), and the env shows
+with each set of frames the subtitles at their times (`videoseek.envs.subtitles`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from videoseek.envs.benchmarks._mc import benchmark_sample, letter, text, text_list
 from videoseek.envs.convert import ConvertOptions, RowError, iter_records
-from videoseek.envs.sample import VideoSample
+from videoseek.envs.sample import DataError, VideoSample
+from videoseek.envs.subtitles import parse_srt
 
 NAME = "videomme"
 DURATIONS = ("short", "medium", "long")
@@ -44,6 +50,7 @@ FIELDS = {
     "domain, sub_category": "metadata.benchmark (the video-category breakdowns)",
     "questions[k] (nested JSON)": "one sample per question, with its video's fields",
     "everything": "metadata.benchmark (the record as written)",
+    "--subtitles DIR: DIR/{videoID}.srt": "metadata.subtitles [[start, end, text], ...] (shown with the frames at their times)",
 }
 
 
@@ -76,7 +83,7 @@ def convert_record(record: dict, index: int, location: str, opts: ConvertOptions
     task_type = text(record, "task_type")
     options = text_list(record, "options")
     answer = letter(text(record, "answer"), options, "answer")
-    return benchmark_sample(
+    sample = benchmark_sample(
         NAME, record, location, root,
         sample_id=qid,
         video=video if video.lower().endswith(".mp4") else f"{video}.mp4",
@@ -85,3 +92,10 @@ def convert_record(record: dict, index: int, location: str, opts: ConvertOptions
         answer=answer,
         task_kind=task_type,
     )  # fmt: skip
+    if opts.subtitle_dir is not None:  # the with-subtitles setting; 156 of the 900 videos have none
+        srt = Path(opts.subtitle_dir) / f"{Path(video).stem if video.lower().endswith('.mp4') else video}.srt"
+        try:
+            sample.metadata["subtitles"] = parse_srt(srt) if srt.is_file() else []
+        except DataError as exc:
+            raise RowError("subtitles", str(exc)) from None
+    return sample
