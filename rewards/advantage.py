@@ -1,10 +1,11 @@
 """GRPO's group statistics and outcome advantages: the one definition every reader and driver calls.
 
 verl's `compute_grpo_outcome_advantage` (core_algos.py) normalises each group's scores as
-(r - mean) / (std + eps) with torch's unbiased std, and gives a group of one mean 0 and std 1,
-so its advantage is 0. The local backend trains through verl's function itself
-(`training/local_grpo.py`); the rollout runner, the step records and the viewer use these, which
-compute the same numbers without torch (tests/test_training_estimators.py checks the two agree).
+(r - mean) / (std + eps) with torch's unbiased std; for a group of one it uses mean 0 and std 1,
+so the advantage is the reward itself. VideoSeek's `videoseek_grpo` estimator gives such a group
+0 instead (one rollout has no baseline), and so do these. The local backend trains through that
+estimator (`training/local_grpo.py`); the rollout runner, the step records and the viewer use
+these, which compute the same numbers without torch (tests/test_training_estimators.py checks).
 """
 
 from __future__ import annotations

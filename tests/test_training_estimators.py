@@ -94,3 +94,20 @@ def test_plain_import_verl_registers_through_the_entry_point():
     assert result["status"] == {name: None for name in result["status"]}, result["status"]
     assert result["est"] is True
     assert result["loop"] == {"_target_": "videoseek.training.agent_loop.VideoSeekAgentLoop"}
+
+
+def test_the_torch_free_group_arithmetic_equals_verls():
+    """`rewards.group_advantages` (what the runner, step records and viewer use) is `videoseek_grpo`'s
+    arithmetic: verl's GRPO for groups of two or more, 0 for a group of one (verl's `grpo` gives r)."""
+    from videoseek.rewards import group_advantages, group_stats
+
+    rewards = {"a": [1.0, 0.0, 0.5], "b": [2.0, 1.0, 3.0, 2.5], "c": [0.7]}
+    flat = [r for g in rewards.values() for r in g]
+    scores, mask = _batch(flat, [2] * len(flat))
+    index = np.array([g for g, rs in rewards.items() for _ in rs], dtype=object)
+    for norm in (True, False):
+        verl_adv, _ = compute_videoseek_grpo_advantage(scores, mask, index, norm_adv_by_std_in_grpo=norm)
+        ours = np.concatenate([group_advantages(rs, norm_by_std=norm) for rs in rewards.values()])
+        assert np.allclose(ours, verl_adv[:, 0].double().numpy(), atol=1e-5)
+    mean, std = group_stats(rewards["b"])
+    assert mean == pytest.approx(float(torch.tensor(rewards["b"]).mean())) and std == pytest.approx(float(torch.tensor(rewards["b"]).std()))
