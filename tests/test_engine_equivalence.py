@@ -37,7 +37,7 @@ from videoseek.agents.tiny_model import ensure_tiny_model
 from videoseek.envs.env import EnvConfig
 from videoseek.envs.sample import VideoSample
 from videoseek.envs.trajectory import Trajectory
-from videoseek.rewards import RewardConfig
+from videoseek.rewards import PRESETS, RewardConfig
 from videoseek.training.export import export_samples
 from videoseek.training.local_rollout import RecordingPolicy, training_batch
 
@@ -155,7 +155,7 @@ def episode_facts(traj: Trajectory) -> dict:
     }  # fmt: skip
 
 
-@pytest.mark.parametrize("preset", ["csgrpo", "dmgrpo", "tgrpo", "sfgrpo", "processthinker", "default"])
+@pytest.mark.parametrize("preset", list(PRESETS))
 def test_run_rollouts_and_verl_v1_play_identical_episodes(tmp_path, tiny_model, samples, store, preset):
     trajs, local = local_episodes(samples, preset, tiny_model)
     batch, stored, dumped = verl_episodes(tmp_path, samples, preset, tiny_model)
