@@ -238,6 +238,7 @@ def run_local(args: argparse.Namespace) -> int:
     from videoseek.agents.rollout import run_rollouts
     from videoseek.envs.env import EnvConfig
     from videoseek.rewards import RewardConfig
+    from videoseek.training.determinism import make_deterministic
     from videoseek.training.local_grpo import grpo_update
     from videoseek.training.sft import freeze_vision_encoder
     from videoseek.training.local_rollout import (
@@ -259,9 +260,7 @@ def run_local(args: argparse.Namespace) -> int:
     done_steps = previous_steps(run_dir, args)
     samples = load_samples(args, run_dir)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    torch.manual_seed(args.seed)
+    determinism = make_deterministic(args.seed, args.threads)
 
     # verl's actor config (clip ratios, loss aggregation, KL type and weight): the same numbers a verl run uses.
     cfg = compose(verl_overrides(spec, write_agent_loop_yaml(spec)))
@@ -286,7 +285,7 @@ def run_local(args: argparse.Namespace) -> int:
     rng = np.random.default_rng(args.seed)
     every = probe_every(args)
     probes = load_probes(args, samples) if every else []
-    write_run_manifest(run_dir, args, spec, env_config, every, len(probes))
+    write_run_manifest(run_dir, args, spec, env_config, every, len(probes), model, determinism)
 
     def run_probes(step: int) -> None:
         """The probe questions, greedily, one episode each, with the same seed every time (same masks)."""
@@ -354,14 +353,23 @@ def run_local(args: argparse.Namespace) -> int:
 OPTIMIZER_STATE, TRAINER_STATE = "optimizer.pt", "trainer_state.json"
 
 
-def write_run_manifest(run_dir: Path, args: argparse.Namespace, spec, env_config, every: int, n_probes: int) -> None:
-    """RUN/run.json: the data, reward config and env of the run (the viewer's reward panel and play mode read it)."""
+def write_run_manifest(run_dir: Path, args: argparse.Namespace, spec, env_config, every: int, n_probes: int, model: str,
+                       determinism: dict) -> None:  # fmt: skip
+    """RUN/run.json: the data, reward config and env of the run (the viewer's reward panel and play mode read
+    it), and what else decides the result (`videoseek.agents.run_record`): decoding, hashes, version, commit."""
+    from videoseek.agents.run_record import file_sha256, run_record
+
     data = Path(args.data) if args.data else run_dir / "data" / "samples.jsonl"
-    manifest = {
-        "backend": "local", "data": [str(data.resolve())], "reward": spec.reward, "env": env_config.model_dump(mode="json"),
+    probe = Path(args.probe_data).resolve() if args.probe_data else None
+    fields = {
+        "backend": "local", "reward": spec.reward, "env": env_config.model_dump(mode="json"),
         "group_size": spec.group_size, "batch_size": spec.batch_size, "steps": spec.steps, "seed": args.seed,
-        "probes": {"every": every, "n": n_probes, "data": str(Path(args.probe_data).resolve()) if args.probe_data else None},
+        "probes": {"every": every, "n": n_probes, "data": str(probe) if probe else None},
+        "probe_data_sha256": file_sha256(probe) if probe else None,
+        "args": vars(args), "determinism": determinism,
     }  # fmt: skip
+    decoding = {"seed": args.seed, "temperature": spec.temperature, "top_p": 1.0, "top_k": None, "max_new_tokens": spec.max_turn_tokens}
+    manifest = run_record("grpo", fields, data=[data], model=model, decoding=decoding)
     (run_dir / "run.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
 
 
