@@ -71,6 +71,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0, help="seed of the synthetic set, the split, the tiny model, the sampling and the data order (default 0)")
     p.add_argument("--device", default=None, help="local backend: cuda or cpu (default cuda when available)")
     p.add_argument("--threads", type=int, default=None, help="local backend: torch CPU threads (1 is fastest on a busy machine)")
+    p.add_argument("--collapse-threshold", type=float, default=0.1,
+                   help="local backend: warn once when the crop rate stays below this (default 0.1) ...")
+    p.add_argument("--collapse-steps", type=int, default=5, help="... for this many steps in a row (default 5)")
     p.add_argument("--synthetic-n", type=int, default=16, help="size of the generated synthetic set (default 16)")
     p.add_argument("--dry-run", action="store_true", help="compose and validate verl's config, write it, start nothing")
     again = p.add_mutually_exclusive_group()
@@ -238,6 +241,7 @@ def run_local(args: argparse.Namespace) -> int:
     from videoseek.agents.rollout import run_rollouts
     from videoseek.envs.env import EnvConfig
     from videoseek.rewards import RewardConfig
+    from videoseek.training.collapse import CollapseWatch, tool_use_metrics
     from videoseek.training.determinism import make_deterministic
     from videoseek.training.local_grpo import grpo_update
     from videoseek.training.sft import freeze_vision_encoder
@@ -248,11 +252,16 @@ def run_local(args: argparse.Namespace) -> int:
         training_batch,
     )
     from videoseek.training.verl_config import (
+        ConfigError,
         compose,
         verl_overrides,
         write_agent_loop_yaml,
     )
 
+    try:
+        watch = CollapseWatch(args.collapse_threshold, args.collapse_steps)
+    except ValueError as exc:
+        raise ConfigError(f"--collapse-threshold/--collapse-steps: {exc}") from None
     model = model_path(args)
     spec = build_spec(args, model, [], [])
     run_dir = spec.run_dir
@@ -332,14 +341,17 @@ def run_local(args: argparse.Namespace) -> int:
             update = {"skipped": 1.0}  # every episode failed: nothing to learn from
         write_step_record(run_dir / "rollouts" / f"step_{step:04d}", step_record(
             step, batch, stats, policy.tokenizer, env_config.reward.model_dump(mode="json"), record_tokens=args.record_tokens and stats is not None))
-        row = {"step": step, **rollout_metrics(trajectories), **update, "episodes": len(batch.episodes),
+        row = {"step": step, **rollout_metrics(trajectories), **tool_use_metrics(trajectories), **update, "episodes": len(batch.episodes),
                "time/rollout_s": t_rollout, "time/step_s": time.perf_counter() - t0}  # fmt: skip
         if str(device).startswith("cuda"):
             row["gpu/max_memory_gb"] = torch.cuda.max_memory_allocated() / 2**30
         metrics_file.write(json.dumps(row) + "\n")
         metrics_file.flush()
-        shown = ("reward", "accuracy", "coverage", "calls", "loss", "kl", "entropy", "grad_norm")
+        shown = ("reward", "accuracy", "coverage", "calls", "crop_rate", "valid_format", "loss", "kl", "entropy", "grad_norm")
         print(f"step {step:4d} " + " ".join(f"{k}={row[k]:.4g}" for k in shown if k in row) + f" ({row['time/step_s']:.1f}s)", flush=True)
+        warning = watch.update(step, row.get("crop_rate"))
+        if warning:
+            print(f"run_csgrpo: warning: {warning}", file=sys.stderr, flush=True)
         if step % max(1, args.save_every) == 0 or step == spec.steps:
             save_checkpoint(checkpoint, policy, optimizer, step)
         if probes and (step % every == 0 or step == spec.steps):
