@@ -4,6 +4,11 @@ Every video is checked before the first episode (open, metadata, one decoded fra
 one line naming the row, the sample, the path and the cause, and the run stops with exit code 2
 unless `--skip-bad` drops those rows (the same lines, as warnings). An episode that still fails
 mid-run is reported on stderr with its reason after the others finish, and the exit code is 1.
+
+RUN/run.json records what decides the result (`videoseek.agents.run_record`): the arguments, the
+data files with their SHA-256, the model's weights hash, the policy's decoding, the package version
+and the git commit. `--from-run RUN --out NEW` plays the recorded run again with those arguments;
+it refuses when a data file or the model's weights no longer match their recorded hash.
 """
 
 from __future__ import annotations
@@ -15,7 +20,9 @@ from pathlib import Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data", type=Path, required=True, help="samples.jsonl")
+    parser.add_argument("--data", type=Path, default=None, help="samples.jsonl (required unless --from-run)")
+    parser.add_argument("--from-run", type=Path, default=None, metavar="RUN",
+                        help="replay the run recorded in RUN/run.json (its data, policy, decoding, env and seed) into --out")
     parser.add_argument("--policy", default="oracle", help="oracle | uniform | random | no-tool | hf:PATH | vllm:PATH")
     parser.add_argument("--out", type=Path, required=True, help="run directory (resumable: finished samples are skipped)")
     parser.add_argument("--group-size", type=int, default=1, help="episodes per sample (G)")
@@ -34,26 +41,67 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--frames", type=int, default=None, help="frames shown at reset (EnvConfig.initial_frames, default 8)")
     parser.add_argument("--device", default="cpu", help="model policies: cpu or cuda")
     parser.add_argument("--max-new-tokens", type=int, default=256, help="model policies: tokens per turn")
-    parser.add_argument("--temperature", type=float, default=1.0, help="model policies: sampling temperature")
+    parser.add_argument("--temperature", type=float, default=1.0, help="model policies: sampling temperature (0: greedy)")
+    parser.add_argument("--top-p", type=float, default=1.0, help="model policies: nucleus sampling mass (default 1: off)")
+    parser.add_argument("--top-k", type=int, default=None, help="model policies: sample among the k likeliest tokens (default: off)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--skip-bad", action="store_true",
                         help="drop rows whose video is missing, empty, truncated or not a video (warned) instead of stopping")  # fmt: skip
+
+
+# The arguments that decide a run's result: recorded in run.json, restored by --from-run.
+REPLAYED = ("data", "policy", "group_size", "perturb", "reward", "limit", "seed", "max_turns", "max_pixels", "env", "no_tools",
+            "frames", "device", "max_new_tokens", "temperature", "top_p", "top_k")  # fmt: skip
+
+
+def restore_args(args: argparse.Namespace) -> None:
+    """Set `args` to the ones recorded in `args.from_run`/run.json; UserError when the record does not fit."""
+    from videoseek.agents.run_record import file_sha256, model_record
+    from videoseek.cli import UserError
+
+    meta = args.from_run / "run.json"
+    if args.data is not None:
+        raise UserError("--from-run replays the recorded --data; drop --data")
+    if not meta.is_file():
+        raise UserError(f"--from-run: {meta} does not exist")
+    record = json.loads(meta.read_text())
+    recorded = record.get("args")
+    if record.get("command") != "rollout" or not isinstance(recorded, dict):
+        raise UserError(f"--from-run: {meta} is not the record of a `videoseek rollout` run (no recorded args)")
+    if args.out.resolve() == args.from_run.resolve():
+        raise UserError("--from-run: --out must be a new folder, not the recorded run")
+    for key in REPLAYED:
+        setattr(args, key, recorded[key])
+    args.data = Path(args.data)
+    for entry in record.get("data_files", []):
+        if entry["sha256"] is not None and (not Path(entry["path"]).is_file() or file_sha256(entry["path"]) != entry["sha256"]):
+            raise UserError(f"--from-run: {entry['path']} is missing or changed since the recorded run (SHA-256 differs)")
+    model = record.get("model")
+    if model and model_record(model["path"]) != model:
+        raise UserError(f"--from-run: the model {model['path']} is missing or its weights changed since the recorded run")
 
 
 def run(args: argparse.Namespace) -> int:
     from videoseek.agents.evaluate import episode_metrics
     from videoseek.agents.policy import load_policy
     from videoseek.agents.rollout import run_rollouts
+    from videoseek.agents.run_record import run_record
     from videoseek.cli import UserError
     from videoseek.envs.env import EnvConfig
     from videoseek.envs.sample import iter_jsonl_rows
     from videoseek.rewards import RewardConfig
 
+    if args.from_run is not None:
+        restore_args(args)
+    if args.data is None:
+        raise UserError("--data is required (or --from-run RUN)")
     rows = list(iter_jsonl_rows(args.data))
     if args.limit:
         rows = rows[: args.limit]
     if args.group_size < 1:
         raise UserError("--group-size must be at least 1")
+    if args.top_k is not None and args.top_k < 1:
+        raise UserError(f"--top-k must be at least 1, got {args.top_k}")
     try:
         reward = RewardConfig(preset=args.reward)
     except ValueError as exc:  # pydantic's ValidationError names the preset and the choices
@@ -69,9 +117,11 @@ def run(args: argparse.Namespace) -> int:
         config = EnvConfig(reward=reward, **overrides)
     except ValueError as exc:
         raise UserError(f"--env: {str(exc).splitlines()[0]}: {exc.errors()[0]['msg'] if hasattr(exc, 'errors') else ''}") from None
-    kwargs = {}
+    kwargs: dict = {}
+    decoding: dict = {"seed": args.seed}
     if ":" in args.policy:
-        kwargs = {"device": args.device, "max_new_tokens": args.max_new_tokens, "temperature": args.temperature}
+        decoding |= {"temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k, "max_new_tokens": args.max_new_tokens}
+        kwargs = {"device": args.device, **decoding}
         if args.no_tools:
             kwargs["tools"] = False
 
@@ -88,10 +138,13 @@ def run(args: argparse.Namespace) -> int:
     policy = policy or policy_or_error()
     args.out.mkdir(parents=True, exist_ok=True)
     # What the run was made from: the viewer's play mode finds the dataset here.
-    (args.out / "run.json").write_text(json.dumps({
-        "data": [str(args.data.resolve())], "policy": args.policy, "group_size": args.group_size,
-        "perturbations": args.perturb, "reward": args.reward, "seed": args.seed, "env": config.model_dump(mode="json"),
-    }, indent=2))  # fmt: skip
+    recorded = {key: str(getattr(args, key)) if key == "data" else getattr(args, key) for key in REPLAYED}
+    fields = {"policy": args.policy, "group_size": args.group_size, "perturbations": args.perturb, "reward": args.reward,
+              "seed": args.seed, "env": config.model_dump(mode="json"), "args": recorded}  # fmt: skip
+    if args.from_run is not None:
+        fields["replay_of"] = str(args.from_run.resolve())
+    record = run_record("rollout", fields, data=[args.data], model=args.policy if ":" in args.policy else None, decoding=decoding)
+    (args.out / "run.json").write_text(json.dumps(record, indent=2))
     # Streamed: the trajectories go to the run folder, and only each episode's metrics stay here,
     # so memory does not grow with the run (bench/bench_rollout_memory.py).
     origin: list[dict] = []

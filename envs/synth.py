@@ -41,8 +41,9 @@ options) and `generation` (every generation parameter, including the solution; s
 `videoseek.envs.perceive` must not read it).
 
 Generation is deterministic for a seed: sample i uses `numpy.random.default_rng([seed, i])`, so a
-sample does not depend on how many others are made or on the number of worker processes, and
-x264 output is deterministic for fixed settings.
+sample does not depend on how many others are made or on the number of worker processes, and the
+encoder runs with x264's macroblock tree off (`write_video`), so the bytes do not depend on the
+process either.
 """
 
 from __future__ import annotations
@@ -287,9 +288,8 @@ def rgb_to_yuv420p(rgb: np.ndarray) -> np.ndarray:
     """uint8 (H, W, 3) RGB -> PyAV's packed yuv420p array (H * 3 / 2, W), chroma as 2x2 means.
 
     Done here rather than by FFmpeg's swscale inside the encoder: numpy's result is exact and
-    repeatable. With swscale converting, one of about ten identical runs wrote a video that
-    differed by up to 2 grey levels within one GOP (same x264 settings, one thread); we found no
-    other cause, and with this conversion repeated runs and worker counts give identical bytes.
+    repeatable. (Videos that differed between runs were first blamed on swscale; the cause was
+    x264's macroblock tree, see `write_video`.)
     """
     h, w, _ = rgb.shape
     p = np.moveaxis(rgb, 2, 0).astype(np.float32)
@@ -309,7 +309,11 @@ def write_video(path: str | os.PathLike[str], spec: VideoSpec, frame_at: Callabl
     """Encode frames 0..n-1 as H.264 (libx264, yuv420p) mp4, one keyframe per second.
 
     A one-second GOP keeps a random seek to decode at most `fps` frames. One encoder thread per
-    video: parallelism comes from worker processes. With `key_at`, a frame whose key equals the
+    video: parallelism comes from worker processes. x264's macroblock tree (`mbtree`, on in every
+    preset) is off: its assembly reads uninitialised memory, so with it the same frames encoded in
+    two processes differed in about 4 % of the videos (some frames by one grey level). Measured: the
+    same input frames, run with glibc's MALLOC_PERTURB_ at 1, 77 and 165, encoded to three different
+    files with mbtree and to one file without it (tests/test_synth.py checks this). With `key_at`, a frame whose key equals the
     previous frame's is not rendered or converted again (most frames of a long video are static).
     """
     import av
@@ -318,7 +322,8 @@ def write_video(path: str | os.PathLike[str], spec: VideoSpec, frame_at: Callabl
         stream = container.add_stream("libx264", rate=spec.fps)
         stream.width, stream.height, stream.pix_fmt = spec.width, spec.height, "yuv420p"
         stream.codec_context.gop_size = spec.fps
-        stream.options = {"preset": "veryfast", "crf": str(crf), "threads": "1", "keyint_min": str(spec.fps), "sc_threshold": "0"}
+        stream.options = {"preset": "veryfast", "crf": str(crf), "threads": "1", "keyint_min": str(spec.fps), "sc_threshold": "0",
+                          "x264-params": "mbtree=0"}
         last_key, yuv = object(), None
         for i in range(spec.n_frames):
             key = key_at(i) if key_at is not None else None

@@ -95,6 +95,8 @@ def compute_score(
         "acc": float(accuracy_reward(episode.prediction, sample)),
         "coverage": float(evidence.get("coverage", 0.0)),
         "num_calls": float(len(episode.calls)),
+        "crop_rate": float(bool(episode.calls)),
+        "valid_format": float(episode.prediction is not None and not episode.truncated and episode.invalid_calls == 0 and not failed),
         "invalid_calls": float(episode.invalid_calls),
         "truncated": float(episode.truncated),
         "failed": float(failed),

@@ -71,6 +71,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0, help="seed of the synthetic set, the split, the tiny model, the sampling and the data order (default 0)")
     p.add_argument("--device", default=None, help="local backend: cuda or cpu (default cuda when available)")
     p.add_argument("--threads", type=int, default=None, help="local backend: torch CPU threads (1 is fastest on a busy machine)")
+    p.add_argument("--collapse-threshold", type=float, default=0.1,
+                   help="local backend: warn once when the crop rate stays below this (default 0.1) ...")
+    p.add_argument("--collapse-steps", type=int, default=5, help="... for this many steps in a row (default 5)")
     p.add_argument("--synthetic-n", type=int, default=16, help="size of the generated synthetic set (default 16)")
     p.add_argument("--dry-run", action="store_true", help="compose and validate verl's config, write it, start nothing")
     again = p.add_mutually_exclusive_group()
@@ -238,6 +241,8 @@ def run_local(args: argparse.Namespace) -> int:
     from videoseek.agents.rollout import run_rollouts
     from videoseek.envs.env import EnvConfig
     from videoseek.rewards import RewardConfig
+    from videoseek.training.collapse import CollapseWatch, tool_use_metrics
+    from videoseek.training.determinism import make_deterministic
     from videoseek.training.local_grpo import grpo_update
     from videoseek.training.sft import freeze_vision_encoder
     from videoseek.training.local_rollout import (
@@ -247,11 +252,16 @@ def run_local(args: argparse.Namespace) -> int:
         training_batch,
     )
     from videoseek.training.verl_config import (
+        ConfigError,
         compose,
         verl_overrides,
         write_agent_loop_yaml,
     )
 
+    try:
+        watch = CollapseWatch(args.collapse_threshold, args.collapse_steps)
+    except ValueError as exc:
+        raise ConfigError(f"--collapse-threshold/--collapse-steps: {exc}") from None
     model = model_path(args)
     spec = build_spec(args, model, [], [])
     run_dir = spec.run_dir
@@ -259,9 +269,7 @@ def run_local(args: argparse.Namespace) -> int:
     done_steps = previous_steps(run_dir, args)
     samples = load_samples(args, run_dir)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    torch.manual_seed(args.seed)
+    determinism = make_deterministic(args.seed, args.threads)
 
     # verl's actor config (clip ratios, loss aggregation, KL type and weight): the same numbers a verl run uses.
     cfg = compose(verl_overrides(spec, write_agent_loop_yaml(spec)))
@@ -286,7 +294,7 @@ def run_local(args: argparse.Namespace) -> int:
     rng = np.random.default_rng(args.seed)
     every = probe_every(args)
     probes = load_probes(args, samples) if every else []
-    write_run_manifest(run_dir, args, spec, env_config, every, len(probes))
+    write_run_manifest(run_dir, args, spec, env_config, every, len(probes), model, determinism)
 
     def run_probes(step: int) -> None:
         """The probe questions, greedily, one episode each, with the same seed and step (0) every time (same masks)."""
@@ -333,14 +341,17 @@ def run_local(args: argparse.Namespace) -> int:
             update = {"skipped": 1.0}  # every episode failed: nothing to learn from
         write_step_record(run_dir / "rollouts" / f"step_{step:04d}", step_record(
             step, batch, stats, policy.tokenizer, env_config.reward.model_dump(mode="json"), record_tokens=args.record_tokens and stats is not None))
-        row = {"step": step, **rollout_metrics(trajectories), **update, "episodes": len(batch.episodes),
+        row = {"step": step, **rollout_metrics(trajectories), **tool_use_metrics(trajectories), **update, "episodes": len(batch.episodes),
                "time/rollout_s": t_rollout, "time/step_s": time.perf_counter() - t0}  # fmt: skip
         if str(device).startswith("cuda"):
             row["gpu/max_memory_gb"] = torch.cuda.max_memory_allocated() / 2**30
         metrics_file.write(json.dumps(row) + "\n")
         metrics_file.flush()
-        shown = ("reward", "accuracy", "coverage", "calls", "loss", "kl", "entropy", "grad_norm")
+        shown = ("reward", "accuracy", "coverage", "calls", "crop_rate", "valid_format", "loss", "kl", "entropy", "grad_norm")
         print(f"step {step:4d} " + " ".join(f"{k}={row[k]:.4g}" for k in shown if k in row) + f" ({row['time/step_s']:.1f}s)", flush=True)
+        warning = watch.update(step, row.get("crop_rate"))
+        if warning:
+            print(f"run_csgrpo: warning: {warning}", file=sys.stderr, flush=True)
         if step % max(1, args.save_every) == 0 or step == spec.steps:
             save_checkpoint(checkpoint, policy, optimizer, step)
         if probes and (step % every == 0 or step == spec.steps):
@@ -354,14 +365,23 @@ def run_local(args: argparse.Namespace) -> int:
 OPTIMIZER_STATE, TRAINER_STATE = "optimizer.pt", "trainer_state.json"
 
 
-def write_run_manifest(run_dir: Path, args: argparse.Namespace, spec, env_config, every: int, n_probes: int) -> None:
-    """RUN/run.json: the data, reward config and env of the run (the viewer's reward panel and play mode read it)."""
+def write_run_manifest(run_dir: Path, args: argparse.Namespace, spec, env_config, every: int, n_probes: int, model: str,
+                       determinism: dict) -> None:  # fmt: skip
+    """RUN/run.json: the data, reward config and env of the run (the viewer's reward panel and play mode read
+    it), and what else decides the result (`videoseek.agents.run_record`): decoding, hashes, version, commit."""
+    from videoseek.agents.run_record import file_sha256, run_record
+
     data = Path(args.data) if args.data else run_dir / "data" / "samples.jsonl"
-    manifest = {
-        "backend": "local", "data": [str(data.resolve())], "reward": spec.reward, "env": env_config.model_dump(mode="json"),
+    probe = Path(args.probe_data).resolve() if args.probe_data else None
+    fields = {
+        "backend": "local", "reward": spec.reward, "env": env_config.model_dump(mode="json"),
         "group_size": spec.group_size, "batch_size": spec.batch_size, "steps": spec.steps, "seed": args.seed,
-        "probes": {"every": every, "n": n_probes, "data": str(Path(args.probe_data).resolve()) if args.probe_data else None},
+        "probes": {"every": every, "n": n_probes, "data": str(probe) if probe else None},
+        "probe_data_sha256": file_sha256(probe) if probe else None,
+        "args": vars(args), "determinism": determinism,
     }  # fmt: skip
+    decoding = {"seed": args.seed, "temperature": spec.temperature, "top_p": 1.0, "top_k": None, "max_new_tokens": spec.max_turn_tokens}
+    manifest = run_record("grpo", fields, data=[data], model=model, decoding=decoding)
     (run_dir / "run.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
 
 

@@ -11,7 +11,8 @@ Two backends read the same export-sft parquet:
 - `local` (default): SFT in this process with transformers. Each row (one whole episode) is
   tokenised with the RL renderer, the loss is cross-entropy on the assistant tokens only
   (`videoseek.training.sft`), AdamW with linear warmup and cosine decay. Metrics go to the console
-  and RUN/metrics.jsonl; the model, tokenizer, processor and chat template to RUN/checkpoint, which
+  and RUN/metrics.jsonl, what decides the run to RUN/run.json (arguments, data and weights hashes,
+  version, commit); the model, tokenizer, processor and chat template to RUN/checkpoint, which
   `run_csgrpo.py --model RUN/checkpoint` and `videoseek rollout --policy hf:RUN/checkpoint` load.
 - `verl`: composes verl's multi-turn SFT trainer config (`verl.trainer.sft_trainer`, the engine
   trainer with `MultiTurnSFTDataset`), validates it, writes RUN/verl_sft_config.yaml and
@@ -99,14 +100,14 @@ def run_local(args: argparse.Namespace) -> int:
     import torch
     from transformers import AutoModelForImageTextToText, AutoProcessor, get_cosine_schedule_with_warmup
     from videoseek.agents.rope import use_sampling_rope_index
+    from videoseek.agents.run_record import run_record
+    from videoseek.training.determinism import make_deterministic
     from videoseek.training.sft import evaluate_loss, freeze_vision_encoder, load_sft_episodes, sft_step
 
     run_dir = Path(args.out)
     run_dir.mkdir(parents=True, exist_ok=True)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    torch.manual_seed(args.seed)
+    determinism = make_deterministic(args.seed, args.threads)
     rng = np.random.default_rng(args.seed)
 
     # Data: every row tokenised once, with the processor the checkpoint ships.
@@ -126,6 +127,9 @@ def run_local(args: argparse.Namespace) -> int:
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=args.lr, weight_decay=args.weight_decay)
     schedule = get_cosine_schedule_with_warmup(optimizer, max(1, round(args.warmup * total)), total)
     tokens = sum(int(e.loss_mask.sum()) for e in train)
+    record = run_record("sft", {"backend": "local", "args": vars(args), "device": device, "determinism": determinism},
+                        data=[*args.data, *(args.val_data or [])], model=model_dir)  # fmt: skip
+    (run_dir / "run.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     print(f"local SFT: {len(train)} conversations ({tokens} assistant tokens), {total} steps of {args.batch_size}, "
           f"lr {args.lr}, {model_dir} on {device}", flush=True)  # fmt: skip
 

@@ -1,0 +1,80 @@
+"""Tool-use collapse is visible: crop rate, calls per episode and format validity every step, on the
+local backend and in verl's reward extras, and one warning when the crop rate stays low."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from videoseek.agents.rollout import run_rollouts
+from videoseek.agents.scripted import SCRIPTED
+from videoseek.training.collapse import CollapseWatch, tool_use_metrics
+
+
+def test_watch_warns_once_after_n_low_steps_in_a_row():
+    watch = CollapseWatch(threshold=0.1, steps=3)
+    rates = [0.5, 0.0, 0.05, 0.2, 0.0, None, 0.0, 0.09, 0.0, 0.0, 0.0]  # a high step resets, None neither counts nor resets
+    warnings = [(step, watch.update(step, r)) for step, r in enumerate(rates, start=1)]
+    fired = [(step, w) for step, w in warnings if w]
+    assert len(fired) == 1 and fired[0][0] == 8
+    assert "below 0.1 for 3 steps in a row" in fired[0][1] and "steps 6-8" in fired[0][1]
+    with pytest.raises(ValueError, match="threshold"):
+        CollapseWatch(threshold=1.5)
+    with pytest.raises(ValueError, match="steps"):
+        CollapseWatch(steps=0)
+
+
+def test_tool_use_metrics_of_a_cropping_and_a_non_cropping_policy(index_sample, tmp_path):
+    oracle = run_rollouts([index_sample], SCRIPTED["oracle"](), group_size=2, out_dir=tmp_path / "o", progress=False)
+    blind = run_rollouts([index_sample], SCRIPTED["no-tool"](), group_size=2, out_dir=tmp_path / "n", progress=False)
+    seen = tool_use_metrics(oracle)
+    assert seen["crop_rate"] == 1.0 and seen["calls_per_episode"] >= 1.0 and seen["valid_format"] == 1.0
+    assert tool_use_metrics(blind) == {"crop_rate": 0.0, "calls_per_episode": 0.0, "valid_format": 1.0}
+    assert tool_use_metrics([]) == {}
+
+
+def test_local_grpo_logs_tool_use_every_step_and_warns_once(tmp_path, index_sample, capsys):
+    pytest.importorskip("verl")
+    import torch
+    import yaml
+
+    from videoseek.agents.tiny_model import ensure_tiny_model
+    from videoseek.envs.sample import write_jsonl
+    from videoseek.training import run_csgrpo
+
+    tiny = ensure_tiny_model(cache_dir=tmp_path / "models")
+    data = write_jsonl([index_sample], tmp_path / "samples.jsonl")
+    config = tmp_path / "fast.yaml"
+    config.write_text(yaml.safe_dump({"max_turn_tokens": 12, "group_size": 2, "batch_size": 1,
+                                      "env": {"initial_frames": 2, "frames_per_call": 2, "max_turns": 2, "max_total_frames": 8, "max_pixels": 112 * 112}}))  # fmt: skip
+    before = torch.get_num_threads()
+    argv = ["--backend", "local", "--model", str(tiny), "--data", str(data), "--steps", "3", "--config", str(config), "--out", str(tmp_path / "run"),
+            "--threads", "1", "--collapse-threshold", "1.0", "--collapse-steps", "2"]  # fmt: skip
+    try:
+        assert run_csgrpo.main(argv) == 0
+    finally:
+        torch.set_num_threads(before)
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    for r in rows:
+        assert 0.0 <= r["crop_rate"] <= 1.0 and r["calls_per_episode"] >= 0.0 and 0.0 <= r["valid_format"] <= 1.0
+    low = [r["crop_rate"] < 1.0 for r in rows]
+    err = capsys.readouterr().err
+    expected = int(any(a and b for a, b in zip(low, low[1:])))
+    assert expected == 1, low  # the random tiny model rarely crops: the warning must fire
+    assert err.count("tool use is collapsing") == expected
+    assert run_csgrpo.main([*argv[:-4], "--collapse-steps", "0", "--overwrite"]) == 2
+    assert "--collapse-steps" in capsys.readouterr().err
+
+
+def test_verl_reward_extras_carry_crop_rate_and_format(index_sample):
+    from test_training_reward_fn import CALL, extra_info_for, play
+
+    from videoseek.training.reward_fn import compute_score
+
+    env, _ = play(index_sample, [CALL, "<think>green at 12.5s</think><answer>B</answer>"])
+    out = compute_score("synthetic", "ignored", "B", extra_info_for(index_sample, env))
+    assert out["crop_rate"] == 1.0 and out["valid_format"] == 1.0
+    env, _ = play(index_sample, ["<think>no look</think><answer>B</answer>"])
+    out = compute_score("synthetic", "ignored", "B", extra_info_for(index_sample, env))
+    assert out["crop_rate"] == 0.0 and out["valid_format"] == 1.0

@@ -1,0 +1,77 @@
+"""run.json records what decides a run (`videoseek.agents.run_record`) and `videoseek rollout
+--from-run` replays it; `--seed`, `--top-p` and `--top-k` reach the model policy."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from videoseek.agents.rollout import read_trajectories
+from videoseek.agents.run_record import file_sha256, run_record, weights_sha256
+from videoseek.cli import main
+from videoseek.envs.sample import write_jsonl
+
+
+def texts(run) -> list[list[str]]:
+    return [[turn.assistant for turn in t.turns] for t in read_trajectories(run)]
+
+
+@pytest.fixture
+def data(index_sample, tmp_path):
+    return write_jsonl([index_sample], tmp_path / "data" / "samples.jsonl")
+
+
+def rollout(data, model, out, *extra: str) -> int:
+    return main(["rollout", "--data", str(data), "--policy", f"hf:{model}", "--out", str(out), "--max-new-tokens", "12",
+                 "--max-turns", "2", "--group-size", "2", "--no-progress", *extra])  # fmt: skip
+
+
+def test_seed_reaches_the_model_policy(tiny_model_dir, data, tmp_path, single_thread_torch):
+    for name, seed in (("a", "3"), ("b", "3"), ("c", "9")):
+        assert rollout(data, tiny_model_dir, tmp_path / name, "--seed", seed) in (0, 1)
+    assert texts(tmp_path / "a") == texts(tmp_path / "b") != texts(tmp_path / "c")
+
+
+def test_run_json_records_decoding_data_model_and_software(tiny_model_dir, data, tmp_path, single_thread_torch):
+    assert rollout(data, tiny_model_dir, tmp_path / "run", "--seed", "4", "--temperature", "0.7", "--top-p", "0.9", "--top-k", "20") in (0, 1)
+    record = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert record["command"] == "rollout" and record["seed"] == 4 and record["policy"] == f"hf:{tiny_model_dir}"
+    assert record["decoding"] == {"seed": 4, "temperature": 0.7, "top_p": 0.9, "top_k": 20, "max_new_tokens": 12}
+    assert record["data"] == [str(data.resolve())] and record["data_files"] == [{"path": str(data.resolve()), "sha256": file_sha256(data)}]
+    assert record["model"] == {"path": str(tiny_model_dir.resolve()), "weights_sha256": weights_sha256(tiny_model_dir)}
+    assert len(record["model"]["weights_sha256"]) == 64 and record["software"]["videoseek"]
+    assert record["env"]["max_turns"] == 2 and record["args"]["group_size"] == 2
+
+
+def test_from_run_replays_the_recorded_evaluation(tiny_model_dir, data, tmp_path, single_thread_torch, capsys):
+    assert rollout(data, tiny_model_dir, tmp_path / "run", "--seed", "5", "--temperature", "0.9", "--top-k", "30") in (0, 1)
+    original = texts(tmp_path / "run")
+    # the replay takes nothing from the command line but the new folder: not the default decoding
+    assert main(["rollout", "--from-run", str(tmp_path / "run"), "--out", str(tmp_path / "replay"), "--no-progress"]) in (0, 1)
+    assert texts(tmp_path / "replay") == original and any(any(turn) for turn in original)
+    replay = [(t.sample_id, t.reward, [turn.action for turn in t.turns]) for t in read_trajectories(tmp_path / "replay")]
+    assert replay == [(t.sample_id, t.reward, [turn.action for turn in t.turns]) for t in read_trajectories(tmp_path / "run")]
+    record = json.loads((tmp_path / "replay" / "run.json").read_text())
+    assert record["replay_of"] == str((tmp_path / "run").resolve()) and record["decoding"]["top_k"] == 30
+    # a changed data file is refused with one line
+    data.write_text(data.read_text() + "\n")
+    assert main(["rollout", "--from-run", str(tmp_path / "run"), "--out", str(tmp_path / "again")]) == 2
+    assert "changed since the recorded run" in capsys.readouterr().err
+
+
+def test_from_run_refuses_what_it_cannot_replay(data, tmp_path, capsys):
+    assert main(["rollout", "--from-run", str(tmp_path / "nowhere"), "--out", str(tmp_path / "x")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert main(["rollout", "--out", str(tmp_path / "x")]) == 2
+    assert "--data is required" in capsys.readouterr().err
+    assert main(["rollout", "--data", str(data), "--policy", "oracle", "--out", str(tmp_path / "s"), "--no-progress"]) == 0
+    assert main(["rollout", "--from-run", str(tmp_path / "s"), "--out", str(tmp_path / "s")]) == 2
+    assert "new folder" in capsys.readouterr().err
+    assert main(["rollout", "--data", str(data), "--policy", "oracle", "--top-k", "0", "--out", str(tmp_path / "k")]) == 2
+
+
+def test_run_record_without_a_model_or_git(tmp_path):
+    (tmp_path / "d.jsonl").write_text("{}\n")
+    record = run_record("x", {"seed": 1}, data=[tmp_path / "d.jsonl"], model="oracle")
+    assert record["model"] is None and record["seed"] == 1 and record["data_files"][0]["sha256"] == file_sha256(tmp_path / "d.jsonl")

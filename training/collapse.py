@@ -1,0 +1,57 @@
+"""Tool-use collapse: per-step crop rate, calls per episode and format validity, and a one-time warning.
+
+Agentic RL can stop calling its tool: the crop rate falls to zero while the reward still looks
+fine (DeepEyes #55, #83). `tool_use_metrics` gives, over a step's origin episodes,
+`crop_rate` (share of episodes with at least one accepted crop), `calls_per_episode` (accepted
+crops) and `valid_format` (share whose every turn was one unrepaired protocol action, ending with
+an answer), the numbers `videoseek eval` reports (`agents.evaluate.episode_metrics`).
+`CollapseWatch` warns once when the crop rate stays below a threshold for N steps in a row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from videoseek.agents.evaluate import episode_metrics
+from videoseek.envs.trajectory import Trajectory
+
+DEFAULT_THRESHOLD = 0.1
+DEFAULT_STEPS = 5
+
+
+def tool_use_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:
+    """Means over the origin episodes that ran (failed ones are counted in `failures` elsewhere); {} without any."""
+    per = [episode_metrics(t) for t in trajectories if t.group.role == "origin" and t.failure is None]
+    if not per:
+        return {}
+    n = len(per)
+    return {
+        "crop_rate": sum(m["crop_rate"] for m in per) / n,
+        "calls_per_episode": sum(m["calls"] for m in per) / n,
+        "valid_format": sum(m["valid_format"] for m in per) / n,
+    }
+
+
+class CollapseWatch:
+    """Counts consecutive steps with `crop_rate < threshold`; `update` returns a warning the first time
+    the count reaches `steps`, and None otherwise (also for every later step: it warns once per run)."""
+
+    def __init__(self, threshold: float = DEFAULT_THRESHOLD, steps: int = DEFAULT_STEPS) -> None:
+        if not 0.0 <= threshold <= 1.0:
+            raise ValueError(f"collapse threshold must be in [0, 1], got {threshold}")
+        if steps < 1:
+            raise ValueError(f"collapse steps must be at least 1, got {steps}")
+        self.threshold, self.steps = threshold, steps
+        self.run = 0
+        self.warned = False
+
+    def update(self, step: int, crop_rate: float | None) -> str | None:
+        """Feed one step's crop rate (None: no episode ran, which neither counts nor breaks the run)."""
+        if crop_rate is None:
+            return None
+        self.run = self.run + 1 if crop_rate < self.threshold else 0
+        if self.warned or self.run < self.steps:
+            return None
+        self.warned = True
+        return (f"tool use is collapsing: crop rate below {self.threshold:g} for {self.steps} steps in a row "
+                f"(steps {step - self.steps + 1}-{step}, now {crop_rate:.3g}); the policy answers without crop_video")  # fmt: skip
