@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from videoseek.agents.rollout import read_trajectories
+from videoseek.envs.trajectory import read_trajectories
 from videoseek.agents.run_record import file_sha256, run_record, weights_sha256
 from videoseek.cli import main
 from videoseek.envs.sample import write_jsonl
