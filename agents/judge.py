@@ -27,6 +27,7 @@ comes from the caller, so a benchmark metric and a judged training reward can sh
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -66,12 +67,15 @@ class OpenAIJudge:
 
     ``reply = chat([system_prompt, template.format(question, reference, candidate)])`` at
     temperature 0 with at most `max_tokens` new tokens. `max_retries` and `timeout` (seconds) go to
-    the ``openai`` client; a server that cannot be reached after them is a `JudgeError`.
+    the ``openai`` client; a server that cannot be reached after them, or answers an error, is a
+    `JudgeError`. The API key is `api_key`, else ``$OPENAI_API_KEY``, else a placeholder (a local
+    server started without ``--api-key`` checks none).
     """
 
     def __init__(self, url: str, model: str | None, system_prompt: str, template: str, *, max_tokens: int = 512,
-                 timeout: float = 120.0, max_retries: int = 2, api_key: str = "EMPTY") -> None:
+                 timeout: float = 120.0, max_retries: int = 2, api_key: str | None = None) -> None:
         self.url, self.model = url, model
+        api_key = api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"  # `vllm serve --api-key`; else none needed
         self.system_prompt, self.template, self.max_tokens = system_prompt, template, max_tokens
         self._client_args = {"base_url": url, "api_key": api_key, "timeout": timeout, "max_retries": max_retries}
         self._client: Any = None

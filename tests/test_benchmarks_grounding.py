@@ -356,6 +356,15 @@ class _StubJudgeServer:
             def do_POST(self):  # noqa: N802
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 stub.requests.append(body)
+                if body["model"] != stub.model:  # as vLLM answers an unknown model
+                    data = json.dumps({"object": "error", "message": f"The model `{body['model']}` does not exist.",
+                                       "type": "NotFoundError", "code": 404}).encode()
+                    self.send_response(404)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
                 user = body["messages"][-1]["content"]
                 candidate = user.split("\nCandidate answer: ", 1)[1].rsplit("\nYour response: ", 1)[0]
                 self._send({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
@@ -449,6 +458,11 @@ def test_served_judge_without_a_model_name_asks_the_server(tmp_path, stub_judge)
     assert judge.many([("q", "r", "Salt."), ("q", "r", "Salt."), ("q", "r", "She holds a flag.")]) == ["abc", "abc", "2"]
     assert judge.judge.model == "stub-judge" and judge.summary()["asked"] == 2 and judge.summary()["reused"] == 1
     assert stub_judge.requests[0]["model"] == "stub-judge" and len(stub_judge.requests) == 2
+    # a model the server does not serve: one line
+    wrong = judge_mod.judge_from_spec(f"openai:{stub_judge.url}#nope", "s", "{} {} {}")
+    with pytest.raises(judge_mod.JudgeError, match=r"^--judge openai:http://127\.0\.0\.1:\d+/v1: the server answered 404 ") as info:
+        wrong("q", "r", "c")
+    assert "\n" not in str(info.value)
     # a cache line of another judge is not reused
     other = judge_mod.CachedJudge(lambda q, r, c: "0", tmp_path / "v.jsonl", "openai:another")
     assert other.many([("q", "r", "Salt.")]) == ["0"] and other.asked == 1
