@@ -29,9 +29,9 @@ from pathlib import Path
 
 import pytest
 
+from videoseek.agents import judge as judge_mod
 from videoseek.agents.benchmarks import charades_sta as ch_metrics
 from videoseek.agents.benchmarks import vstar as vs_metrics
-from videoseek.agents import judge as judge_mod
 from videoseek.cli import main
 from videoseek.envs.convert import FIELD_MAPS, ConvertOptions, convert_files
 from videoseek.envs.sample import DataError, VideoSample
