@@ -14,7 +14,9 @@ well-formed call with a wrong value: it counts as an invalid call, not as a form
 `--benchmark NAME` adds that benchmark's official numbers (`videoseek.agents.benchmarks`, one module
 a benchmark, imported only then): computed from the trajectories and the run's samples (the
 `--data` file, default the one `RUN/run.json` names), printed as the benchmark's paper tables them,
-and written to `metrics.json` under "benchmark" beside the metrics above.
+and written to `metrics.json` under "benchmark" beside the metrics above. `--judge` rates the
+open answers of a judged benchmark (V-STaR) with an LLM; its replies are cached in
+`verdicts.jsonl` beside `metrics.json` (`videoseek.agents.judge`).
 """
 
 from __future__ import annotations
@@ -120,8 +122,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "video-holmes, vsi-bench, video-mme-v2, videommmu; docs/benchmarks.md)")
     parser.add_argument("--data", type=Path, default=None,
                         help="--benchmark: the samples.jsonl the run was made from (default: the one RUN/run.json names)")
-    parser.add_argument("--judge", default=None, metavar="hf:PATH|vllm:PATH",
-                        help="--benchmark: the LLM judge of benchmarks that rate open answers (vstar); default an offline substitute")
+    parser.add_argument("--judge", default=None, metavar="openai:URL[#MODEL]|file:VERDICTS.jsonl|hf:PATH|vllm:PATH",
+                        help="--benchmark: the LLM judge of benchmarks that rate open answers (vstar): a served model over the OpenAI "
+                        "API, a verdicts file to replay, or a model loaded here; its replies are cached in verdicts.jsonl beside the "
+                        "metrics; default an offline substitute")
 
 
 def run_samples(run_dir: Path, data: Path | None) -> dict[str, Any]:
@@ -148,9 +152,11 @@ def run_samples(run_dir: Path, data: Path | None) -> dict[str, Any]:
     return samples
 
 
-def benchmark_metrics(name: str, trajs: Sequence[Trajectory], samples: dict[str, Any], judge: str | None = None) -> tuple[dict[str, Any], str]:
+def benchmark_metrics(name: str, trajs: Sequence[Trajectory], samples: dict[str, Any], judge: str | None = None,
+                      verdicts: Path | None = None) -> tuple[dict[str, Any], str]:
     """(metrics, table) of benchmark `name` over `trajs`; `UserError` (one line) for an unknown
-    benchmark, a module that cannot be imported, a --judge it does not take, or data it cannot score."""
+    benchmark, a module that cannot be imported, a --judge it does not take (or cannot build or
+    reach), or data it cannot score. `verdicts`: the judge's verdict cache (JSONL)."""
     import inspect
 
     from videoseek.agents.benchmarks import metrics_module
@@ -167,6 +173,8 @@ def benchmark_metrics(name: str, trajs: Sequence[Trajectory], samples: dict[str,
         if "judge" not in inspect.signature(module.benchmark_metrics).parameters:
             raise UserError(f"--judge: benchmark {name} has no judged answers")
         kwargs["judge"] = judge
+        if verdicts is not None and "verdicts" in inspect.signature(module.benchmark_metrics).parameters:
+            kwargs["verdicts"] = verdicts
     try:
         metrics = module.benchmark_metrics(trajs, samples, **kwargs)
     except (ValueError, KeyError, ImportError) as exc:  # ImportError: a --judge backend not installed
@@ -190,12 +198,13 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"{path}: no readable episodes")
     metrics = summarize(trajs)
     table_text = None
+    out = args.out or args.run / "metrics.json"
     if args.benchmark is not None:
-        bench, table_text = benchmark_metrics(args.benchmark, trajs, run_samples(args.run, args.data), args.judge)
+        bench, table_text = benchmark_metrics(args.benchmark, trajs, run_samples(args.run, args.data), args.judge,
+                                              verdicts=out.parent / "verdicts.jsonl")
         metrics["benchmark"] = {"name": args.benchmark, **bench}
     elif args.judge is not None or args.data is not None:
         raise UserError("--judge and --data go with --benchmark NAME")
-    out = args.out or args.run / "metrics.json"
     out.write_text(json.dumps(metrics, indent=2))
     if table_text is not None:
         print(table_text)

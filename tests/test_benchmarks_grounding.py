@@ -23,10 +23,13 @@ import doctest
 import json
 import subprocess
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
+from videoseek.agents import judge as judge_mod
 from videoseek.agents.benchmarks import charades_sta as ch_metrics
 from videoseek.agents.benchmarks import charades_timelens as tl_metrics
 from videoseek.agents.benchmarks import vstar as vs_metrics
@@ -305,7 +308,7 @@ def test_show_mapping_and_lazy_imports(capsys):
     assert out.strip() == "['videoseek.envs.benchmarks.charades_sta']"
 
 
-@pytest.mark.parametrize("module", [vs_metrics, ch_metrics, tl_metrics])
+@pytest.mark.parametrize("module", [vs_metrics, ch_metrics, tl_metrics, judge_mod])
 def test_docstring_examples(module):
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0
@@ -320,7 +323,7 @@ def test_cli_eval_vstar_with_and_without_a_judge(tmp_path, capsys, monkeypatch):
     assert main(["eval", str(run), "--benchmark", "vstar"]) == 0
     assert "Judge: rouge_judge (offline substitute" in capsys.readouterr().out
     seen = []
-    monkeypatch.setattr(vs_metrics, "llm_judge", lambda spec: seen.append(spec) or _fixed_judge)
+    monkeypatch.setattr(vs_metrics, "llm_judge", lambda spec, **kw: seen.append(spec) or _fixed_judge)
     assert main(["eval", str(run), "--benchmark", "vstar", "--judge", "vllm:/models/Qwen2.5-72B-Instruct"]) == 0
     assert "| Overall | 5 | 20.00 | 20.00 | 43.17 |" in capsys.readouterr().out and seen == ["vllm:/models/Qwen2.5-72B-Instruct"]
     written = json.loads((run / "metrics.json").read_text())["benchmark"]
@@ -402,3 +405,167 @@ def test_cli_convert_and_eval_charades_timelens(tmp_path, capsys):
     assert main(["eval", str(run), "--benchmark", "charades-timelens"]) == 0
     assert "| all | 14 | 64.29 | 64.29 | 64.29 | 57.25 |" in capsys.readouterr().out
     assert json.loads((run / "metrics.json").read_text())["benchmark"]["mIOU"] == pytest.approx(TIMELENS_OFFICIAL["mIOU"])
+
+
+# ---- a served judge over the OpenAI API (the real `openai` client against a local stub) --------
+class _StubJudgeServer:
+    """A minimal OpenAI-compatible server on 127.0.0.1 (random port): ``GET /v1/models`` lists one
+    model, ``POST /v1/chat/completions`` replies with the fixed rating of the candidate in the
+    V-STaR template (vstar_predictions.json's "judge"). Records every chat request's body."""
+
+    def __init__(self, model: str = "stub-judge") -> None:
+        self.model, self.requests = model, []
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            timeout = 10  # a stuck client cannot hold the server
+
+            def _send(self, body: dict) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):  # noqa: N802
+                self._send({"object": "list", "data": [{"id": stub.model, "object": "model", "created": 0, "owned_by": "stub"}]})
+
+            def do_POST(self):  # noqa: N802
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                stub.requests.append(body)
+                if body["model"] != stub.model:  # as vLLM answers an unknown model
+                    data = json.dumps({"object": "error", "message": f"The model `{body['model']}` does not exist.",
+                                       "type": "NotFoundError", "code": 404}).encode()
+                    self.send_response(404)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
+                user = body["messages"][-1]["content"]
+                candidate = user.split("\nCandidate answer: ", 1)[1].rsplit("\nYour response: ", 1)[0]
+                self._send({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                            "choices": [{"index": 0, "finish_reason": "stop",
+                                         "message": {"role": "assistant", "content": _fixed_judge("", "", candidate)}}],
+                            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        if self.thread.is_alive():
+            self.server.shutdown()
+            self.thread.join(timeout=5)
+        self.server.server_close()
+
+
+@pytest.fixture
+def stub_judge():
+    stub = _StubJudgeServer()
+    try:
+        yield stub
+    finally:
+        stub.stop()
+
+
+def _vstar_cli_run(tmp_path: Path) -> Path:
+    data = tmp_path / "vstar.jsonl"
+    assert main(["convert", "--from", "vstar", str(VSTAR), "--out", str(data), "--video-root", str(tmp_path)]) == 0
+    run = tmp_path / "run"
+    samples = VideoSample.from_jsonl(data)
+    _write_run(run, [_traj(s, VSTAR_PRED[s.metadata["benchmark"]["vid"]][s.metadata["benchmark"]["step"]]) for s in samples], data)
+    return run
+
+
+@pytest.mark.timeout(120)
+def test_cli_eval_vstar_with_a_served_judge_caches_and_replays_its_verdicts(tmp_path, capsys, stub_judge):
+    run = _vstar_cli_run(tmp_path)
+    capsys.readouterr()
+    spec = f"openai:{stub_judge.url}#stub-judge"
+    assert main(["eval", str(run), "--benchmark", "vstar", "--judge", spec]) == 0
+    out = capsys.readouterr().out
+    assert "| Overall | 5 | 20.00 | 20.00 | 43.17 | 55.23 | 38.62 | 32.84 | 42.10 |" in out  # the official numbers
+    assert "(4 asked, 0 reused)" in out
+    # one request per rated record, V-STaR's prompt, temperature 0, the named model
+    assert len(stub_judge.requests) == 4
+    assert all(r["temperature"] == 0 and r["model"] == "stub-judge" and r["messages"][0]["content"] == vs_metrics.SYSTEM_PROMPT
+               for r in stub_judge.requests)
+    record = json.loads(VSTAR.read_text())[0]
+    assert vs_metrics.USER_TEMPLATE.format(record["question"], record["answer"], VSTAR_PRED["vA"]["what"]) in {
+        r["messages"][1]["content"] for r in stub_judge.requests}
+    first = json.loads((run / "metrics.json").read_text())["benchmark"]
+    assert first["judge"] == spec and first["verdicts"] == {"file": str(run / "verdicts.jsonl"), "asked": 4, "reused": 0}
+    cache = [json.loads(line) for line in (run / "verdicts.jsonl").read_text().splitlines()]
+    assert sorted(r["reply"] for r in cache) == ["0", "1", "2", "abc"] and {r["judge"] for r in cache} == {"openai:stub-judge"}
+    assert {r["candidate"] for r in cache} == {VSTAR_PRED[v]["what"] for v in ("vA", "vB", "vC", "vE")}
+
+    # the server stopped: a re-run asks nothing, reads the cache and gives the same numbers
+    stub_judge.stop()
+    assert main(["eval", str(run), "--benchmark", "vstar", "--judge", spec]) == 0
+    assert "(0 asked, 4 reused)" in capsys.readouterr().out and len(stub_judge.requests) == 4
+    again = json.loads((run / "metrics.json").read_text())["benchmark"]
+    assert again["overall"] == first["overall"] and again["by_length"] == first["by_length"] and again["by_domain"] == first["by_domain"]
+    assert len((run / "verdicts.jsonl").read_text().splitlines()) == 4  # nothing appended
+
+    # file: replays the verdicts: the same metrics, no server
+    replay_out = tmp_path / "replay" / "metrics.json"
+    replay_out.parent.mkdir()
+    assert main(["eval", str(run), "--benchmark", "vstar", "--judge", f"file:{run / 'verdicts.jsonl'}", "--out", str(replay_out)]) == 0
+    replay = json.loads(replay_out.read_text())["benchmark"]
+    assert {k: replay[k] for k in ("overall", "by_length", "by_domain")} == {k: first[k] for k in ("overall", "by_length", "by_domain")}
+    assert replay["verdicts"]["judged_by"] == ["openai:stub-judge"] and not (replay_out.parent / "verdicts.jsonl").exists()
+    capsys.readouterr()
+
+    # the server unreachable and no cache: one line, exit 2
+    fresh = tmp_path / "fresh" / "metrics.json"
+    assert main(["eval", str(run), "--benchmark", "vstar", "--judge", spec, "--out", str(fresh)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"videoseek eval: error: --benchmark vstar: --judge openai:{stub_judge.url}: cannot reach the judge server") and "\n" not in err
+
+
+@pytest.mark.timeout(60)
+def test_served_judge_without_a_model_name_asks_the_server(tmp_path, stub_judge):
+    judge = judge_mod.judge_from_spec(f"openai:{stub_judge.url}", vs_metrics.SYSTEM_PROMPT, vs_metrics.USER_TEMPLATE,
+                                      cache=tmp_path / "v.jsonl")
+    assert judge.many([("q", "r", "Salt."), ("q", "r", "Salt."), ("q", "r", "She holds a flag.")]) == ["abc", "abc", "2"]
+    assert judge.judge.model == "stub-judge" and judge.summary()["asked"] == 2 and judge.summary()["reused"] == 1
+    assert stub_judge.requests[0]["model"] == "stub-judge" and len(stub_judge.requests) == 2
+    # a model the server does not serve: one line
+    wrong = judge_mod.judge_from_spec(f"openai:{stub_judge.url}#nope", "s", "{} {} {}")
+    with pytest.raises(judge_mod.JudgeError, match=r"^--judge openai:http://127\.0\.0\.1:\d+/v1: the server answered 404 ") as info:
+        wrong("q", "r", "c")
+    assert "\n" not in str(info.value)
+    # a cache line of another judge is not reused
+    other = judge_mod.CachedJudge(lambda q, r, c: "0", tmp_path / "v.jsonl", "openai:another")
+    assert other.many([("q", "r", "Salt.")]) == ["0"] and other.asked == 1
+
+
+def test_bad_judge_specs_and_verdict_files_are_one_line_errors(tmp_path, capsys):
+    run = _vstar_cli_run(tmp_path)
+    capsys.readouterr()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"question": "q", "reference": "r", "candidate": "c", "reply": "2"}) + "\n"
+                   + json.dumps({"question": "q", "reference": "r", "candidate": "c", "reply": 2}) + "\n")
+    cases = [
+        ("openai:localhost:8000", "--judge 'openai:localhost:8000': expected openai:http(s)://HOST:PORT/v1[#MODEL]"),
+        ("gpt4", "--judge 'gpt4': expected openai:URL[#MODEL], file:VERDICTS.jsonl, hf:PATH or vllm:PATH"),
+        (f"file:{bad}", f"{bad}:2: field 'reply': expected a string, got 2"),
+        (f"file:{tmp_path / 'none.jsonl'}", f"{tmp_path / 'none.jsonl'}: cannot read the verdicts file"),
+    ]
+    for spec, message in cases:
+        assert main(["eval", str(run), "--benchmark", "vstar", "--judge", spec]) == 2, spec
+        err = capsys.readouterr().err.strip()
+        assert message in err and "\n" not in err, err
+    bad.write_text(json.dumps({"question": "q", "reference": "r", "candidate": "c", "reply": "2"}) + "\n{not json\n")
+    assert main(["eval", str(run), "--benchmark", "vstar", "--judge", f"file:{bad}"]) == 2
+    assert f"{bad}:2: not a JSON object" in capsys.readouterr().err
+    # a verdicts file without this run's answers
+    bad.write_text(json.dumps({"question": "q", "reference": "r", "candidate": "c", "reply": "2"}) + "\n")
+    assert main(["eval", str(run), "--benchmark", "vstar", "--judge", f"file:{bad}"]) == 2
+    assert f"{bad}: no verdict for the candidate 'The man throws a basketball.'" in capsys.readouterr().err

@@ -170,7 +170,7 @@ def test_run_rollouts_and_verl_v1_play_identical_episodes(tmp_path, tiny_model, 
         assert all(t.metrics.get("success_rates") for t in trajs)
         for t in trajs:
             rec = verl_record(stored, t.episode_id)
-            assert rec["episode"]["metadata"]["success_rates"] == t.metrics["success_rates"]
+            assert rec["episode"]["metadata"]["success_rates"] == t.metrics["success_rates"] == dumped[t.episode_id].metrics["success_rates"]
     records = [ef["videoseek"] for ef in list(stored["extra_fields"])]
     verl_by_id = {}
     for k, rec in enumerate(records):

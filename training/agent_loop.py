@@ -252,6 +252,7 @@ class VideoSeekAgentLoop(AgentLoopBase):
                 rates = await self._success_rates(sample, result.messages, sampling_params, plan, step)
                 if rates is not None:
                     result.summary = dataclasses.replace(result.summary, metadata={**result.summary.metadata, "success_rates": rates})
+                    result.trajectory.metrics["success_rates"] = rates  # as run_rollouts records them
         except BaseException:
             self.groups.leave(group, session)
             raise

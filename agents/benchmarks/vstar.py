@@ -20,8 +20,12 @@ A V-STaR record is five samples (see `videoseek.envs.benchmarks.vstar`); their a
 
 **The judge.** eval.py rates the what-answer with Qwen2.5-72B-Instruct (`SYSTEM_PROMPT`,
 `USER_TEMPLATE`, the reply read with ``int()``, -1 when it is not an integer). ``judge`` takes any
-callable ``(question, groundtruth, candidate) -> reply``; `llm_judge("hf:PATH")` (or ``vllm:PATH``)
-builds that judge (``videoseek eval --judge``). Without one, the default is a deterministic
+callable ``(question, groundtruth, candidate) -> reply``; `llm_judge(spec)` builds one from
+``videoseek eval --judge``: ``openai:URL[#MODEL]`` (a served judge, ``vllm serve`` / SGLang, over
+the OpenAI API at temperature 0; `videoseek.agents.judge`), ``file:VERDICTS.jsonl`` (the replay of
+a verdicts file), ``hf:PATH`` or ``vllm:PATH`` (the model loaded in this process). Given
+``verdicts=PATH`` every LLM judge's reply goes to that JSONL file, keyed by the exact (question,
+groundtruth, candidate), and is reused from it on re-scoring. Without one, the default is a deterministic
 substitute, `rouge_judge`: the rating ``min(3, floor(4 * ROUGE))`` of the repository's ROUGE
 (mean of ROUGE-1/2/L F1, `videoseek.rewards.rouge.rouge_avg`), so "correct" means ROUGE >= 0.5.
 Its Acc (and so AM, LGM) is not V-STaR's; the grounding metrics do not depend on the judge.
@@ -35,6 +39,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -48,7 +53,7 @@ TIOU_THRESHOLDS = (0.3, 0.5, 0.7)
 VIOU_THRESHOLDS = (0.1, 0.3, 0.5, 0.7, 0.9)
 SCRIPT = "V-STaR eval.py @ 1894682"
 
-# eval.py's judge prompt (system_prompt, tmpl).
+# eval.py's judge prompt (its `system_prompt` and `tmpl`, eval.py lines 19-33 at 1894682), as written.
 SYSTEM_PROMPT = """
 As an AI assistant, your task is to evaluate a candidate answer in comparison to a given correct answer.
 The question itself, the correct 'groundtruth' answer, and the candidate answer will be provided to you.
@@ -200,13 +205,26 @@ def rouge_judge(question: str, groundtruth: str, candidate: str) -> str:
     return str(min(3, int(4 * rouge_avg(candidate, groundtruth))))
 
 
-def llm_judge(spec: str, max_new_tokens: int = 512) -> Judge:
-    """eval.py's judge on a model: ``hf:PATH`` (transformers ``generate``, as eval.py runs it) or
-    ``vllm:PATH`` (vLLM, the model's default sampling settings, as ``generate`` uses them), with
-    eval.py's system prompt and template. Loads the model now."""
+def llm_judge(spec: str, max_new_tokens: int = 512, verdicts: Path | None = None) -> Judge:
+    """eval.py's judge (its system prompt and template): ``openai:URL[#MODEL]`` (a served model
+    over the OpenAI API, temperature 0, contacted on the first verdict the file lacks),
+    ``file:VERDICTS.jsonl`` (replayed, no model), ``hf:PATH`` (transformers ``generate``, as eval.py
+    runs it) or ``vllm:PATH`` (vLLM, the model's default sampling settings, as ``generate`` uses
+    them; both load the model now). With `verdicts`, every reply of a model judge is written to that
+    JSONL file and reused from it (`videoseek.agents.judge.CachedJudge`)."""
+    from videoseek.agents.judge import CachedJudge, judge_from_spec
+
     kind, _, path = spec.partition(":")
+    if kind in ("openai", "file"):
+        return judge_from_spec(spec, SYSTEM_PROMPT, USER_TEMPLATE, cache=verdicts, max_tokens=max_new_tokens)
     if kind not in ("hf", "vllm") or not path:
-        raise ValueError(f"--judge {spec!r}: expected hf:PATH or vllm:PATH")
+        raise ValueError(f"--judge {spec!r}: expected openai:URL[#MODEL], file:VERDICTS.jsonl, hf:PATH or vllm:PATH")
+    judge = _local_judge(kind, path, max_new_tokens)
+    return judge if verdicts is None else CachedJudge(judge, verdicts, spec, workers=1)  # one model, one call at a time
+
+
+def _local_judge(kind: str, path: str, max_new_tokens: int) -> Judge:
+    """eval.py's judge on a model loaded in this process (``hf`` or ``vllm``)."""
 
     def messages(question: str, gt: str, candidate: str) -> list[dict[str, str]]:
         return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": USER_TEMPLATE.format(question, gt, candidate)}]
@@ -286,7 +304,8 @@ def _summary(stats: dict[str, Any], total: int) -> dict[str, Any]:
     return out
 
 
-def benchmark_metrics(trajectories: Sequence[Trajectory], samples: dict[str, VideoSample], judge: Judge | str | None = None) -> dict[str, Any]:
+def benchmark_metrics(trajectories: Sequence[Trajectory], samples: dict[str, VideoSample], judge: Judge | str | None = None,
+                      verdicts: Path | None = None) -> dict[str, Any]:
     """V-STaR's numbers as eval.py ``evaluate_json`` computes them (V-STaR-Bench/V-STaR @ 1894682).
 
     Per record: the what-answer's rating (``judge``, default `rouge_judge`; correct when >= 2),
@@ -297,9 +316,12 @@ def benchmark_metrics(trajectories: Sequence[Trajectory], samples: dict[str, Vid
     and mLGM the means over the two chains; "combined": shares of records correct and grounded
     (rating >= 2, tIoU >= 0.3, m_vIoU >= 0.1, each pair and all three), per chain. The records
     are those with an answered sample in the run; a step without an episode has an empty answer.
+    A spec `judge` is built by `llm_judge` (with `verdicts`, its verdict file); a judge with a
+    ``many(triples)`` method is asked every what-answer at once, and its ``summary()`` (the
+    verdict file, replies asked and reused) is ``metrics["verdicts"]``.
     """
     if isinstance(judge, str):
-        judge_name, judge = judge, llm_judge(judge)
+        judge_name, judge = judge, llm_judge(judge, verdicts=verdicts)
     else:
         judge_name = getattr(judge, "__name__", "custom") if judge is not None else "rouge_judge"
     judge = judge or rouge_judge
@@ -309,16 +331,18 @@ def benchmark_metrics(trajectories: Sequence[Trajectory], samples: dict[str, Vid
         bench = sample.metadata["benchmark"]
         rec = records.setdefault((int(bench["record"]), str(bench["vid"])), {"bench": bench, "answers": {}})
         rec["answers"][bench["step"]] = text
+    # eval.py: `if 'answer_vqa' in item and item['answer_vqa']: ... else: continue`
+    rated_keys = [k for k in sorted(records) if records[k]["answers"].get("what")]
+    triples = [(str(records[k]["bench"]["question"]), str(records[k]["bench"]["answer"]), records[k]["answers"]["what"]) for k in rated_keys]
+    many = getattr(judge, "many", None)
+    replies = many(triples) if many is not None else [judge(*t) for t in triples]
     overall, by_length, by_domain = _new_stats(), {}, {}
-    for key in sorted(records):
+    for key, reply in zip(rated_keys, replies):
         bench, got = records[key]["bench"], records[key]["answers"]
-        vqa = got.get("what")
-        if not vqa:  # eval.py: `if 'answer_vqa' in item and item['answer_vqa']: ... else: continue`
-            continue
         length = round(bench["frame_count"] / bench["fps"], 2)
         groups = [overall, by_length.setdefault(length_bin(length), _new_stats()),
                   by_domain.setdefault(str(bench.get("domain", "unknown")), _new_stats())]
-        rating = judge_rating(judge(str(bench["question"]), str(bench["answer"]), vqa))
+        rating = judge_rating(reply)
         tious = [temporal_iou(bench["timestamps"], extract_timestamps(got.get(s) or "")) for s in ("when1", "when2")]
         spatial = [spatial_metrics(bench["bboxes"], extract_bounding_boxes(got.get(s) or "")) for s in ("where1", "where2")]
         for st in groups:
@@ -340,6 +364,8 @@ def benchmark_metrics(trajectories: Sequence[Trajectory], samples: dict[str, Vid
                 comb["vqa_temp_spat"][c - 1] += ok_q and ok_t and ok_s
     rated = len(overall["all_rating"])
     out: dict[str, Any] = {"benchmark": NAME, "records": len(records), "rated": rated, "judge": judge_name, "script": SCRIPT}
+    if hasattr(judge, "summary"):
+        out["verdicts"] = judge.summary()
     if not rated:
         out["overall"] = None
         out["by_length"], out["by_domain"] = {}, {}
@@ -379,5 +405,9 @@ def format_table(metrics: dict[str, Any]) -> str:
     note = f"Judge: {metrics['judge']}"
     if metrics["judge"] == "rouge_judge":
         note += " (offline substitute for V-STaR's Qwen2.5-72B judge: Acc, AM and LGM are not comparable with the paper's)"
-    lines += ["", note + f"; {metrics['rated']} of {metrics['records']} records rated."]
+    note += f"; {metrics['rated']} of {metrics['records']} records rated"
+    if metrics.get("verdicts"):
+        v = metrics["verdicts"]
+        note += f"; verdicts {v['file']} ({v['asked']} asked, {v['reused']} reused)"
+    lines += ["", note + "."]
     return "\n".join(lines)
