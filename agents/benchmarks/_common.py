@@ -70,3 +70,16 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], digits
     lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" if k == 0 else "---:" for k in range(len(headers))) + "|"]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def recall_and_miou(ious: Sequence[float], thresholds: Sequence[float]) -> dict[str, float]:
+    """The moment-retrieval numbers both Charades scorers print, in percent: `IOU@3` (R1@0.3, the
+    share of queries with IoU >= 0.3), ... and `mIOU` (the mean IoU); 0 for no queries.
+
+    >>> recall_and_miou([0.2, 0.6], (0.3, 0.5))
+    {'IOU@3': 50.0, 'IOU@5': 50.0, 'mIOU': 40.0}
+    """
+    total = len(ious)
+    out = {f"IOU@{int(thr * 10)}": sum(1 for v in ious if v >= thr) * 100 / total if total else 0 for thr in thresholds}
+    out["mIOU"] = sum(ious) * 100 / total if total else 0
+    return out

@@ -20,6 +20,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from videoseek.agents.benchmarks._common import recall_and_miou
 from videoseek.envs.sample import VideoSample
 from videoseek.envs.trajectory import Trajectory
 
@@ -149,9 +150,7 @@ def benchmark_metrics(trajectories: Sequence[Trajectory], samples: dict[str, Vid
             ious.append(moment_iou(gt, moment[0]))
     total = len(ious)
     out: dict[str, Any] = {"benchmark": NAME, "n": total, "bad_predictions": bad}
-    for thr in THRESHOLDS:
-        out[f"IOU@{int(thr * 10)}"] = sum(1 for v in ious if v >= thr) * 100 / total if total else 0
-    out["mIOU"] = sum(ious) * 100 / total if total else 0
+    out.update(recall_and_miou(ious, THRESHOLDS))
     out["script"] = "lmms-eval lmms_eval/tasks/charades_sta/utils.py @ 75571cfe"
     return out
 

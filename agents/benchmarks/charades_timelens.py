@@ -24,6 +24,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from videoseek.agents.benchmarks._common import recall_and_miou
 from videoseek.agents.benchmarks.charades_sta import benchmark_answers
 from videoseek.envs.sample import VideoSample
 from videoseek.envs.trajectory import Trajectory
@@ -136,9 +137,7 @@ def benchmark_metrics(trajectories: Sequence[Trajectory], samples: dict[str, Vid
         ious.append(moment_iou(gt, moment))
     total = len(ious)
     out: dict[str, Any] = {"benchmark": NAME, "protocol": protocol, "n": total, "unparseable": unparseable, "reversed": reversed_}
-    for thr in THRESHOLDS:
-        out[f"IOU@{int(thr * 10)}"] = sum(1 for v in ious if v >= thr) * 100 / total if total else 0
-    out["mIOU"] = sum(ious) * 100 / total if total else 0
+    out.update(recall_and_miou(ious, THRESHOLDS))
     out["script"] = SCRIPT
     return out
 
