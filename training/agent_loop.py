@@ -75,7 +75,7 @@ from videoseek.agents.groups import (
     score_origin_group,
     turn_seed,
 )
-from videoseek.agents.policy import Message
+from videoseek.agents.policy import Message, stable_seed
 from videoseek.agents.prompting import (
     CROP_VIDEO_TOOL,
     DEFAULT_STOP_STRINGS,
@@ -241,8 +241,13 @@ class VideoSeekAgentLoop(AgentLoopBase):
         # Join before the first await: every sibling session joins before any can finish. The
         # join order is the session order verl spawns (v1 passes it as the int `session_id`).
         group = self.groups.join(uid, session)
-        index = session if isinstance(session, int) and not isinstance(session, bool) else group.order.index(session)
-        plan = origin_plan(sample, index, self.options.seed, step)
+        indexed = isinstance(session, int) and not isinstance(session, bool)
+        plan = origin_plan(sample, session if indexed else group.order.index(session), self.options.seed, step)
+        if not indexed:
+            # verl's legacy worker passes no session index and may split a prompt's sessions across
+            # workers, where join orders would repeat an index: seed from the session's own id then
+            # (distinct samples, but not reproducible across runs).
+            plan = dataclasses.replace(plan, seed=stable_seed(plan.seed, str(session)))
         perturbed_task = None
         if kinds:
             perturbed_task = self.groups.start_perturbed(group, lambda n: self._perturbed_groups(sample, sampling_params, kinds, n, step, uid))
