@@ -115,7 +115,8 @@ def summarize(trajs: Sequence[Trajectory]) -> dict[str, Any]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run", type=Path, help="run directory with trajectories.jsonl")
+    parser.add_argument("run", type=Path, help="run directory with trajectories.jsonl, or a verl run (its episode dump RUN/rollouts/videoseek/)")
+    parser.add_argument("--step", type=int, default=None, help="a verl run: the prompt step whose episodes to score (default: the latest)")
     parser.add_argument("--out", type=Path, default=None, help="where to write metrics (default RUN/metrics.json)")
     parser.add_argument("--benchmark", default=None, metavar="NAME",
                         help="also compute this benchmark's official metrics (vstar, charades-sta, charades-timelens, videomme, mvbench, lvbench, "
@@ -187,15 +188,21 @@ def run(args: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.table import Table
 
-    from videoseek.envs.trajectory import read_trajectories
+    from videoseek.envs.trajectory import read_episode_dump, read_trajectories
     from videoseek.cli import UserError
 
     path = args.run / "trajectories.jsonl"
-    if not path.is_file():
-        raise UserError(f"{path}: no trajectories.jsonl in the run directory")
-    trajs = read_trajectories(path)
+    dump = args.run / "rollouts" / "videoseek"
+    if path.is_file():
+        trajs = read_trajectories(path)
+    elif dump.is_dir():  # a verl run (e.g. the trainer.val_only evaluation): the agent loop's episode dump
+        step, trajs = read_episode_dump(dump, args.step)
+        path = dump
+        print(f"verl run: the agent loop's episodes of prompt step {step} ({dump})")
+    else:
+        raise UserError(f"{path}: no trajectories.jsonl in the run directory (nor a verl episode dump, {dump})")
     if not trajs:
-        raise UserError(f"{path}: no readable episodes")
+        raise UserError(f"{path}: no readable episodes" + (f" at step {args.step}" if args.step is not None else ""))
     metrics = summarize(trajs)
     table_text = None
     out = args.out or args.run / "metrics.json"

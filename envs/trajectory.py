@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 import threading
 from collections.abc import Callable
@@ -245,3 +246,29 @@ def read_trajectories(path: str | Path) -> list[Trajectory]:
             except ValueError:
                 continue
     return out
+
+
+EPISODE_DUMP_FILE = re.compile(r"^(\d+)\.[^/]+\.jsonl$")  # training/episode_dump.py: <prompt step>.<host>-<pid>.jsonl
+
+
+def read_episode_dump(folder: str | Path, step: int | None = None) -> tuple[int | None, list[Trajectory]]:
+    """(step, trajectories) of verl's agent-loop episode dump (`rollout_data_dir/videoseek/`,
+    written by `training/episode_dump.py`): every episode of prompt step `step` (default: the
+    latest step in the folder), origin and perturbed, in file order. Lines without a valid
+    trajectory (older versions, a line still being written) are passed over."""
+    folder = Path(folder)
+    files: dict[int, list[Path]] = {}
+    for f in sorted(folder.iterdir()) if folder.is_dir() else []:
+        if (m := EPISODE_DUMP_FILE.match(f.name)) and f.is_file():
+            files.setdefault(int(m.group(1)), []).append(f)
+    if not files:
+        return None, []
+    chosen = max(files) if step is None else step
+    out = []
+    for f in files.get(chosen, []):
+        for line in f.read_text(encoding="utf-8", errors="replace").split("\n"):
+            try:
+                out.append(Trajectory.model_validate(json.loads(line)["trajectory"]))
+            except (ValueError, KeyError, TypeError):
+                continue
+    return chosen, out

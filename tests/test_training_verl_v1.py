@@ -194,3 +194,38 @@ def test_a_prompt_whose_video_fails_is_replaced_not_fatal(tmp_path, tiny_model, 
         run.close()
     assert len(batch) == 2 and {r["sample_id"] for r in records(stored)} == {"good"}
     assert ("train", "failure") in {(p, t.get("status")) for p, _, t in store.tag_history}  # the bad prompt's group failed
+
+
+def test_val_only_evaluation_through_verl_is_scored_by_videoseek_eval(tmp_path, tiny_model, index_video, store):
+    """The benchmark path past one GPU: verl's own `fit()` with `trainer.val_only` (the overrides
+    of the `eval_qwen25vl_7b_8gpu` ready config), two validation batches, then `videoseek eval` on
+    the run folder reads the agent loop's episode dump."""
+    import json
+
+    import yaml
+    from videoseek.cli import main
+    from videoseek.training.verl_config import CONFIGS_DIR
+
+    base = VideoSample(
+        id="ev-1", video=str(index_video), question="Which colour flashes?", options=["A. red", "B. green", "C. blue", "D. yellow"],
+        answer="B", clue_intervals=[(12.0, 13.5)],
+    )  # fmt: skip
+    samples = [base, base.model_copy(update={"id": "ev-2", "question": "Which colour flashes in the video?", "answer": "C"})]
+    parquet = export_samples(samples, tmp_path / "export", "train", EnvConfig(**ENV), progress=False)
+    ready = yaml.safe_load((CONFIGS_DIR / "eval_qwen25vl_7b_8gpu.yaml").read_text())["overrides"]
+    evaluation = {k: v for k, v in ready.items() if k.startswith(("trainer.val", "actor_rollout_ref.rollout.val_kwargs"))}
+    cfg = make_config(tmp_path, tiny_model, parquet, group_size=1, batch_size=1, overrides={**evaluation, "data.val_batch_size": 1})
+    run = V1Run(cfg, tiny_model, scripts=[[CROP, ANSWER]])
+    try:
+        run.trainer._init_dump_executor()  # what PPOTrainer.__init__ does (the harness builds the trainer without it)
+        run.trainer.fit(run.trainer.agent_loop_manager)  # validates once and returns (val_only)
+    finally:
+        run.close()
+    assert run.trainer.global_steps == 0 and not run.actor.updates  # no training step
+    assert len([r for r in run.server.requests if r["max_tokens"]]) == 4  # 2 questions (2 batches of 1) x 2 turns
+
+    out = tmp_path / "run" / "metrics.json"
+    assert main(["eval", str(tmp_path / "run")]) == 0
+    metrics = json.loads(out.read_text())
+    assert metrics["episodes"] == 2 and metrics["accuracy"] == 0.5 and metrics["crop_rate"] == 1.0  # B is right for ev-1 only
+    assert main(["eval", str(tmp_path / "run"), "--step", "7"]) == 2  # no episodes at that step: one-line error
