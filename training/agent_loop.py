@@ -29,8 +29,11 @@ and token ids out. This loop:
    layout; `reward_fn.compute_score` reads it).
 
 With verl's v1 trainer and `trainer.rollout_data_dir` set, each episode is also written to
-`rollout_data_dir/videoseek/` (`episode_dump.py`): verl's v1 dump keeps the text only.
+`rollout_data_dir/videoseek/` (`episode_dump.py`) as the env's own `Trajectory`, perturbed
+episodes included: verl's v1 dump keeps the text only.
 
+What an episode is (its id, index, seeds, perturbation, group score, ProcessThinker prefixes)
+comes from `agents.groups`, the engine `run_rollouts` uses too: this loop is the async driver.
 Group rewards (DM-GRPO, T-GRPO): the loop also runs the perturbed group itself, once per group,
 through the same server manager, and returns only origin trajectories (`group.py` explains why).
 
