@@ -47,10 +47,6 @@ class EpisodePlan:
     perturbation: dict[str, Any] | None
     seed: int
 
-    @property
-    def role(self) -> str:
-        return "perturbed" if self.perturbation else "origin"
-
 
 def run_seed(seed: int, step: int, *parts: Any) -> int:
     """A seed drawn from the run (seed, step) and identities. Step 0 (evaluations, probes) keys on
@@ -107,12 +103,10 @@ def perturbed_plans(sample: VideoSample, kinds: Sequence[str], size: int, seed: 
     return out
 
 
-def plan_group(
-    sample: VideoSample, group_size: int, kinds: Sequence[str], seed: int, step: int = 0, perturbed_size: int | None = None
-) -> list[EpisodePlan]:
-    """The origin group (G episodes) and each perturbed group (G~, default G) of one sample."""
+def plan_group(sample: VideoSample, group_size: int, kinds: Sequence[str], seed: int, step: int = 0) -> list[EpisodePlan]:
+    """The origin group and each perturbed group of one sample, G episodes each (G~ = G, as VideoMend)."""
     origins = [origin_plan(sample, g, seed, step) for g in range(group_size)]
-    return origins + perturbed_plans(sample, kinds, perturbed_size or group_size, seed, step)
+    return origins + perturbed_plans(sample, kinds, group_size, seed, step)
 
 
 def mask_of(plans: Sequence[EpisodePlan]) -> dict[str, Any] | None:

@@ -32,9 +32,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from videoseek.agents.groups import Scores
 from videoseek.rewards import EpisodeSummary
 
-Scores = list[tuple[float, dict[str, float]]]
 
 
 @dataclass

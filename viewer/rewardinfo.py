@@ -100,7 +100,7 @@ def explain_reward(components: dict[str, float | None], reward: float | None, co
         value = components.get(name)
         weight = float(weights.get(name, 0.0))
         present = name in components and value is not None
-        contribution = (terms.get(name, 0.0) if present else None)
+        contribution = terms.get(name, 0.0) if present else None
         row: dict[str, Any] = {"name": name, "value": value, "weight": weight, "contribution": contribution, "present": present, "gate": None}
         if gate is not None and name in GATED:
             row["gate"] = {"threshold": gate, "by": "ref_delta_format", "value": gate_value,

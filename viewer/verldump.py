@@ -124,7 +124,7 @@ def episode_lines(dump_dir: Path, step: int, keys: set[str], groups: frozenset[s
     return found
 
 
-def _from_trajectory(entry: dict[str, Any], group: str, score: float | None, source: str) -> dict[str, Any] | None:
+def _from_trajectory(entry: dict[str, Any], group: str, score: float | None, source: str) -> bytes | None:
     """The env's own trajectory from an episode line (typed: `Trajectory`), grouped by its prompt
     uid and, for an origin episode, with the reward verl's dump recorded; None if it does not validate."""
     from videoseek.envs.trajectory import Trajectory
@@ -139,7 +139,7 @@ def _from_trajectory(entry: dict[str, Any], group: str, score: float | None, sou
     if score is not None and traj.group.role == "origin":
         traj.reward = score
     traj.metrics["verl"] = {"source": source, "ended_by": traj.metrics.get("ended_by")}
-    return json.loads(traj.model_dump_json())
+    return traj.model_dump_json().encode("utf-8")
 
 
 def _float(value: Any) -> float | None:
@@ -304,7 +304,7 @@ def convert_line(raw: bytes, line: dict[str, Any] | None, step: int, n: int, epi
         if isinstance(episode.get("trajectory"), dict):
             traj = _from_trajectory(episode, _group_of_uid(uid)[0], _float(line.get("score")), source)
             if traj is not None:
-                return json.dumps(traj, ensure_ascii=False).encode("utf-8")
+                return traj
         line = {**line, "acc": episode.get("acc"), VIEW_KEY: episode.get(VIEW_KEY)}
     view = line.get(VIEW_KEY)
     if isinstance(view, str):
@@ -345,11 +345,11 @@ def convert_dump(src: Path, dest_dir: Path, step: int) -> None:
     # The perturbed episodes of these prompts (only the agent loop's dump has them), after verl's
     # lines and before the last piece (the file's final line end, or a line still being written).
     tail = out.pop()
-    for key, entry in episodes.items():
+    for entry in episodes.values():
         if entry.get("group_key") in groups and isinstance(entry.get("trajectory"), dict):
             traj = _from_trajectory(entry, entry["group_key"], None, f"the agent loop's episode dump ({SIDECAR}/)")
             if traj is not None:
-                out.append(json.dumps(traj, ensure_ascii=False).encode("utf-8"))
+                out.append(traj)
     out.append(tail)
     tmp = dest_dir / "trajectories.jsonl.tmp"
     tmp.write_bytes(b"\n".join(out))
