@@ -251,16 +251,25 @@ def read_trajectories(path: str | Path) -> list[Trajectory]:
 EPISODE_DUMP_FILE = re.compile(r"^(\d+)\.[^/]+\.jsonl$")  # training/episode_dump.py: <prompt step>.<host>-<pid>.jsonl
 
 
+def episode_dump_files(folder: str | Path) -> dict[int, list[Path]]:
+    """{prompt step: [files]} of an agent-loop episode dump folder ({} when it cannot be listed)."""
+    try:
+        entries = sorted(Path(folder).iterdir())
+    except OSError:
+        return {}
+    out: dict[int, list[Path]] = {}
+    for f in entries:
+        if (m := EPISODE_DUMP_FILE.match(f.name)) and f.is_file():
+            out.setdefault(int(m.group(1)), []).append(f)
+    return out
+
+
 def read_episode_dump(folder: str | Path, step: int | None = None) -> tuple[int | None, list[Trajectory]]:
     """(step, trajectories) of verl's agent-loop episode dump (`rollout_data_dir/videoseek/`,
     written by `training/episode_dump.py`): every episode of prompt step `step` (default: the
     latest step in the folder), origin and perturbed, in file order. Lines without a valid
     trajectory (older versions, a line still being written) are passed over."""
-    folder = Path(folder)
-    files: dict[int, list[Path]] = {}
-    for f in sorted(folder.iterdir()) if folder.is_dir() else []:
-        if (m := EPISODE_DUMP_FILE.match(f.name)) and f.is_file():
-            files.setdefault(int(m.group(1)), []).append(f)
+    files = episode_dump_files(folder)
     if not files:
         return None, []
     chosen = max(files) if step is None else step

@@ -42,7 +42,6 @@ from typing import Any
 DUMP = re.compile(r"^(\d+)\.jsonl$")
 VIEW_KEY = "videoseek_episode"  # training/records.py VIEW_KEY
 SIDECAR = "videoseek"  # training/episode_dump.py FOLDER
-EPISODE_DUMP = re.compile(r"^(\d+)\.[^/]+\.jsonl$")
 # Prompt steps searched back from a dump's step: twice verl's default bound on how many weight
 # versions a trajectory may span (`trainer.v1.sampler.max_off_policy_threshold: 8`), so a missing
 # episode costs a bounded read, not the whole run's history.
@@ -68,15 +67,9 @@ def dump_files(root: Path, kind: str) -> dict[int, Path]:
 
 def episode_dump_files(dump_dir: Path) -> dict[int, list[Path]]:
     """{prompt step: [files]} of the agent loop's episode dump beside verl's dumps in `dump_dir`."""
-    try:
-        entries = list((dump_dir / SIDECAR).iterdir())
-    except OSError:
-        return {}
-    out: dict[int, list[Path]] = {}
-    for e in sorted(entries):
-        if (m := EPISODE_DUMP.match(e.name)) and e.is_file():
-            out.setdefault(int(m.group(1)), []).append(e)
-    return out
+    from videoseek.envs.trajectory import episode_dump_files as listing
+
+    return listing(dump_dir / SIDECAR)
 
 
 def episode_dump_stamp(files: dict[int, list[Path]], step: int) -> tuple:
