@@ -11,7 +11,7 @@ call or an answer) without the parser repairing anything; an episode has a valid
 every turn does and it ends with an answer. A crop the env refuses (say, start >= end) is a
 well-formed call with a wrong value: it counts as an invalid call, not as a format error.
 
-`--benchmark NAME` adds that benchmark's official numbers (`videoseek.agents.benchmarks`, one module
+`--benchmark NAME` adds that benchmark's official numbers (`videoseek.envs.benchmarks`, one module
 a benchmark, imported only then): computed from the trajectories and the run's samples (the
 `--data` file, default the one `RUN/run.json` names), printed as the benchmark's paper tables them,
 and written to `metrics.json` under "benchmark" beside the metrics above. `--judge` rates the
@@ -160,15 +160,15 @@ def benchmark_metrics(name: str, trajs: Sequence[Trajectory], samples: dict[str,
     reach), or data it cannot score. `verdicts`: the judge's verdict cache (JSONL)."""
     import inspect
 
-    from videoseek.agents.benchmarks import metrics_module
+    from videoseek.envs.benchmarks import benchmark_module
     from videoseek.cli import UserError
 
     try:
-        module = metrics_module(name)
+        module = benchmark_module(name)
     except ValueError as exc:
         raise UserError(f"--benchmark: {exc}") from None
     except ImportError as exc:
-        raise UserError(f"--benchmark {name}: its metrics module cannot be imported ({exc})") from None
+        raise UserError(f"--benchmark {name}: its module cannot be imported ({exc})") from None
     kwargs: dict[str, Any] = {}
     if judge is not None:
         if "judge" not in inspect.signature(module.benchmark_metrics).parameters:

@@ -5,7 +5,7 @@ advantage whichever plays it:
 
 - the batched policy driver (`agents/rollout.py`: `run_rollouts`, which `videoseek rollout` and
   the local GRPO backend use);
-- verl's async server driver (`training/agent_loop.py`: `VideoSeekAgentLoop`).
+- verl's async server driver (`training/verl_plugin/agent_loop.py`: `VideoSeekAgentLoop`).
 
 A run is identified by (seed, step): the run's seed and the training step (0 outside training).
 Every random choice of a group is drawn from it and the sample's id, never from a process-local

@@ -12,7 +12,7 @@ under the model (temperature 1, before top-p), so training reuses the exact toke
 Qwen2.5-VL positions: transformers 5.10 (the newest verl 0.9.1 allows) computes M-RoPE positions
 differently from vLLM after a video and truncates clip rates; the model here uses
 `videoseek.agents.rope.qwen2_5_vl_rope_index` instead, the rule vLLM samples with and verl
-trains on (through `videoseek.training.positions`), so all three agree.
+trains on (through `videoseek.training.verl_plugin.positions`), so all three agree.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ Four source formats, each converter documenting its mapping field by field (`FIE
   ``metadata["mask_candidates"]`` for ``videoseek annotate-masks``.
 
 The public benchmarks (``vstar``, ``charades-sta``, ``videomme``, ``mvbench``, ``lvbench``,
-``video-holmes``, ``vsi-bench``) have their converters in `videoseek.envs.benchmarks`, one module
+``video-holmes``, ``vsi-bench``) are read (and scored) by `videoseek.envs.benchmarks`, one module
 each, imported only when chosen; they go through the same `convert_files` (docs/benchmarks.md).
 
 Input files may be JSON (an array of records, or one record), JSON Lines, or parquet. Bad rows are
@@ -46,14 +46,15 @@ from typing import Any
 from pydantic import ValidationError
 
 from videoseek.envs.actions import parse_time
-from videoseek.envs.benchmarks import BENCHMARK_CONVERTERS, converter_module
+from videoseek.envs import benchmarks
+from videoseek.envs.benchmarks import BENCHMARKS
 from videoseek.envs.sample import DataError, ProblemType, VideoSample, write_jsonl
 from videoseek.rewards.intervals import union
 
 # The training-data formats converted here, then the public benchmarks of `videoseek.envs.benchmarks`
 # (vstar, charades-sta, videomme, ...), whose modules are imported only when one is chosen.
 TRAINING_FORMATS = ("open-o3", "video-r1", "moss", "videomend")
-FORMATS = TRAINING_FORMATS + tuple(BENCHMARK_CONVERTERS)
+FORMATS = TRAINING_FORMATS + tuple(BENCHMARKS)
 
 
 class RowError(ValueError):
@@ -759,7 +760,7 @@ def benchmark_module(fmt: str) -> Any:
     """The converter module of benchmark `fmt`, imported now; `DataError` (one line) when it is
     unknown or cannot be imported."""
     try:
-        return converter_module(fmt)
+        return benchmarks.benchmark_module(fmt)
     except ValueError as exc:
         raise DataError(str(exc)) from None
     except ImportError as exc:
@@ -775,7 +776,7 @@ class _FieldMaps(Mapping):
 
     def __getitem__(self, fmt: str) -> dict[str, str]:
         if fmt not in self._maps:
-            if fmt not in BENCHMARK_CONVERTERS:
+            if fmt not in BENCHMARKS:
                 raise KeyError(fmt)
             self._maps[fmt] = dict(benchmark_module(fmt).FIELDS)
         return self._maps[fmt]
@@ -803,7 +804,7 @@ def converter_for(fmt: str) -> tuple[Converter, Callable[[str | os.PathLike[str]
     its `iter_source_records` when it has one (else `iter_records`, as for the training formats)."""
     if fmt in CONVERTERS:
         return CONVERTERS[fmt], iter_records
-    if fmt in BENCHMARK_CONVERTERS:
+    if fmt in BENCHMARKS:
         module = benchmark_module(fmt)
         return module.convert_record, getattr(module, "iter_source_records", iter_records)
     raise DataError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")

@@ -248,7 +248,7 @@ def read_trajectories(path: str | Path) -> list[Trajectory]:
     return out
 
 
-EPISODE_DUMP_FILE = re.compile(r"^(\d+)\.[^/]+\.jsonl$")  # training/episode_dump.py: <prompt step>.<host>-<pid>.jsonl
+EPISODE_DUMP_FILE = re.compile(r"^(\d+)\.[^/]+\.jsonl$")  # training/verl_plugin/episode_dump.py: <prompt step>.<host>-<pid>.jsonl
 
 
 def episode_dump_files(folder: str | Path) -> dict[int, list[Path]]:
@@ -266,7 +266,7 @@ def episode_dump_files(folder: str | Path) -> dict[int, list[Path]]:
 
 def read_episode_dump(folder: str | Path, step: int | None = None) -> tuple[int | None, list[Trajectory]]:
     """(step, trajectories) of verl's agent-loop episode dump (`rollout_data_dir/videoseek/`,
-    written by `training/episode_dump.py`): every episode of prompt step `step` (default: the
+    written by `training/verl_plugin/episode_dump.py`): every episode of prompt step `step` (default: the
     latest step in the folder), origin and perturbed, in file order. Lines without a valid
     trajectory (older versions, a line still being written) are passed over."""
     files = episode_dump_files(folder)

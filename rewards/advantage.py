@@ -4,7 +4,7 @@ verl's `compute_grpo_outcome_advantage` (core_algos.py) normalises each group's 
 (r - mean) / (std + eps) with torch's unbiased std; for a group of one it uses mean 0 and std 1,
 so the advantage is the reward itself. VideoSeek's `videoseek_grpo` estimator gives such a group
 0 instead (one rollout has no baseline), and so do these. The local backend trains through that
-estimator (`training/local_grpo.py`); the rollout runner, the step records and the viewer use
+estimator (`training/local_backend/grpo.py`); the rollout runner, the step records and the viewer use
 these, which compute the same numbers without torch (tests/test_training_estimators.py checks).
 """
 

@@ -30,9 +30,9 @@ from pathlib import Path
 import pytest
 
 from videoseek.agents import judge as judge_mod
-from videoseek.agents.benchmarks import charades_sta as ch_metrics
-from videoseek.agents.benchmarks import charades_timelens as tl_metrics
-from videoseek.agents.benchmarks import vstar as vs_metrics
+from videoseek.envs.benchmarks import charades_sta as ch_metrics
+from videoseek.envs.benchmarks import charades_timelens as tl_metrics
+from videoseek.envs.benchmarks import vstar as vs_metrics
 from videoseek.cli import main
 from videoseek.envs.convert import FIELD_MAPS, ConvertOptions, convert_files
 from videoseek.envs.sample import DataError, VideoSample
@@ -281,20 +281,18 @@ def test_cli_convert_and_eval_benchmark(tmp_path, capsys):
 
 
 def test_cli_missing_benchmark_modules_are_one_line_errors(tmp_path, capsys, monkeypatch):
-    from videoseek.agents import benchmarks as agent_benchmarks
     from videoseek.envs import benchmarks as env_benchmarks
 
-    monkeypatch.setitem(env_benchmarks.BENCHMARK_CONVERTERS, "vstar", "no_such_module")
+    monkeypatch.setitem(env_benchmarks.BENCHMARKS, "vstar", "no_such_module")
     assert main(["convert", "--from", "vstar", str(VSTAR), "--out", str(tmp_path / "o.jsonl")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("videoseek convert: error: benchmark 'vstar': its converter module cannot be imported") and "\n" not in err
     data = tmp_path / "c.jsonl"
     assert main(["convert", "--from", "charades-sta", str(CHARADES), "--out", str(data)]) == 0
-    # the metrics table only (the converters share the names): a copy with one module missing
-    monkeypatch.setattr(agent_benchmarks, "BENCHMARK_METRICS", {**agent_benchmarks.BENCHMARK_METRICS, "charades-sta": "no_such_module"})
+    monkeypatch.setitem(env_benchmarks.BENCHMARKS, "charades-sta", "no_such_module")
     _write_run(tmp_path / "run", _charades_run()[0], data)
     assert main(["eval", str(tmp_path / "run"), "--benchmark", "charades-sta"]) == 2
-    assert "--benchmark charades-sta: its metrics module cannot be imported" in capsys.readouterr().err
+    assert "--benchmark charades-sta: its module cannot be imported" in capsys.readouterr().err
 
 
 def test_show_mapping_and_lazy_imports(capsys):

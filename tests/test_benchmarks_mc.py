@@ -4,7 +4,7 @@ hand-made annotation file under tests/data/benchmarks/<name>/ converts; its pred
 numbers that benchmark's own evaluation code gives on the same inputs.
 
 The expected numbers were obtained once by running the official code on these files (in a scratch
-folder, never stored here), feeding it what `videoseek.agents.benchmarks.<name>` feeds it: the
+folder, never stored here), feeding it what `videoseek.envs.benchmarks.<name>` feeds it: the
 ``<answer>`` text ("" for none; Video-Holmes the whole turn):
 
 - VideoMME: ``evaluation/eval_your_results.py`` of MME-Benchmarks/Video-MME at commit 4e7566d
@@ -38,8 +38,8 @@ from pathlib import Path
 
 import pytest
 
-from videoseek.agents.benchmarks import metrics_module
-from videoseek.envs.benchmarks import converter_module
+from videoseek.envs.benchmarks import benchmark_module
+from videoseek.envs.benchmarks import benchmark_module
 from videoseek.envs.convert import ConvertOptions, RowError, convert_files
 from videoseek.envs.sample import VideoSample, write_jsonl
 from videoseek.envs.trajectory import GroupInfo, Observation, Trajectory, Turn
@@ -83,7 +83,7 @@ def run(name: str) -> dict:
     preds = json.loads((DATA / FOLDER[name] / "predictions.json").read_text())
     assert set(preds) == {s.id for s in samples}
     trajs = [trajectory(s, preds[s.id]) for s in samples]
-    return metrics_module(name).benchmark_metrics(trajs, {s.id: s for s in samples})
+    return benchmark_module(name).benchmark_metrics(trajs, {s.id: s for s in samples})
 
 
 # ---- converters ---------------------------------------------------------------------------------
@@ -161,7 +161,7 @@ def test_video_holmes_and_vsi_bench_convert():
 )  # fmt: skip
 def test_bad_rows_name_the_field(name, record, field):
     with pytest.raises(RowError) as err:
-        converter_module(name).convert_record(record, 1, "f:1", ConvertOptions(), "/v")
+        benchmark_module(name).convert_record(record, 1, "f:1", ConvertOptions(), "/v")
     assert err.value.field == field
 
 
@@ -195,12 +195,12 @@ def test_videomme_matches_eval_your_results():
         "Temporal Perception": 100.0, "Object Recognition": 0.0, "OCR Problems": 0.0, "Counting Problem": 100.0,
         "Temporal Reasoning": 100.0, "Spatial Reasoning": 0.0, "Action Reasoning": 0.0, "Information Synopsis": 0.0,
     }  # fmt: skip
-    table = metrics_module("videomme").format_table(m)
+    table = benchmark_module("videomme").format_table(m)
     assert "| Short | Medium | Long | Overall |" in table and "| 66.7 | 100.0 | 50.0 | 66.7 |" in table
 
 
 def test_videomme_answer_extraction_quirks():
-    extract = metrics_module("videomme").extract_characters_regex
+    extract = benchmark_module("videomme").extract_characters_regex
     assert extract("Best answer:Best option: D") == "D"  # the script's two joined prefixes
     assert extract("(A) is wrong, B") == "A" and extract("a") == "" and extract("The answer is D.") == "D"
     assert extract("I cannot tell from these frames at all, sorry about that my friend") == ""
@@ -211,12 +211,12 @@ def test_mvbench_matches_the_notebook():
     # final_res of mvbench.ipynb: {"Action Sequence": 66.67, "Object Shuffle": 66.67, "Episodic Reasoning": 0.0, "Avg": 57.14}
     assert m["by_task"] == pytest.approx({"Action Sequence": 200 / 3, "Object Shuffle": 200 / 3, "Episodic Reasoning": 0.0})
     assert m["avg"] == pytest.approx(400 / 7)
-    table = metrics_module("mvbench").format_table(m)
+    table = benchmark_module("mvbench").format_table(m)
     assert table.splitlines()[0] == "| AS | OS | ER | Avg |" and "| 66.7 | 66.7 | 0.0 | 57.1 |" in table
 
 
 def test_mvbench_check_ans_is_the_notebooks():
-    check = metrics_module("mvbench").check_ans
+    check = benchmark_module("mvbench").check_ans
     # the notebook's per-question results on the hand-made predictions
     assert [check(p, g) for p, g in [("B", "(B) Opened the door."), ("(A) Ate the medicine.", "(A) Ate the medicine."),
                                      ("The answer is C", "(C) Closed the window."), ("b.", "(B) Under the second object."),
@@ -226,7 +226,7 @@ def test_mvbench_check_ans_is_the_notebooks():
 
 def test_mvbench_keeps_the_first_line_as_the_notebook_does():
     # infer_mvbench: llm_message = return_prompt + llm_message.strip().split('\n')[0], then check_ans
-    module = metrics_module("mvbench")
+    module = benchmark_module("mvbench")
     samples = convert("mvbench")
     sample = samples[0]
     letter = sample.answer
@@ -248,10 +248,10 @@ def test_lvbench_matches_compute_accuracy():
     assert m["by_category"] == pytest.approx({"entity recognition": 50.0, "event understanding": 100.0, "reasoning": 50.0,
                                               "key information retrieval": 100.0, "temporal grounding": 0.0, "summarization": 0.0})  # fmt: skip
     assert m["overall"] == pytest.approx(50.0)
-    polish = metrics_module("lvbench").polish_answer
+    polish = benchmark_module("lvbench").polish_answer
     # polish_answer on the hand-made answers gave {'1': 'A', '2': 'B', '3': 'C', '4': 'I', '5': '', '6': 'b'}
     assert [polish(a) for a in ["(A) The man in red", "B. because the speech ends", "The answer is (C)", "I think D", "", "b"]] == list("ABCI") + ["", "b"]
-    assert metrics_module("lvbench").format_table(m).splitlines()[2] == "| 50.0 | 100.0 | 100.0 | 0.0 | 50.0 | 0.0 | 50.0 |"
+    assert benchmark_module("lvbench").format_table(m).splitlines()[2] == "| 50.0 | 100.0 | 100.0 | 0.0 | 50.0 | 0.0 | 50.0 |"
 
 
 def test_video_holmes_matches_evaluate_py():
@@ -262,7 +262,7 @@ def test_video_holmes_matches_evaluate_py():
                                 "hv02_3": "WRONG", "hv02_4": "B", "hv02_5": "WRONG"}  # fmt: skip
     assert m["by_type"] == {"SR": 100.0, "IMC": 0.0, "TCI": 100.0, "TA": 50.0, "MHR": 0.0, "PAR": 0.0, "CTI": 0.0}
     assert m["overall"] == 50.0 and m["questions"] == 8
-    assert "| SR | IMC | TCI | TA | MHR | PAR | CTI | Overall |" in metrics_module("video-holmes").format_table(m)
+    assert "| SR | IMC | TCI | TA | MHR | PAR | CTI | Overall |" in benchmark_module("video-holmes").format_table(m)
 
 
 def test_vsi_bench_matches_utils_py():
@@ -274,7 +274,7 @@ def test_vsi_bench_matches_utils_py():
         "object_counting": 80.0, "object_abs_distance": 80.0, "object_size_estimation": 0.0, "room_size_estimation": 80.0,
         "object_rel_distance": 100.0, "object_rel_direction": 200 / 3, "route_planning": 0.0, "obj_appearance_order": 50.0,
     })  # fmt: skip
-    vsi = metrics_module("vsi-bench")
+    vsi = benchmark_module("vsi-bench")
     # per-question scores utils.py gave: "5" for 4 -> 0.6, "3.1" for 2.5 -> 0.6, "18." for 20.5 -> 0.8
     assert [vsi.question_score(p, "object_counting", "4") for p in ("5", "4", "about")] == pytest.approx([0.6, 1.0, 0.0])
     assert vsi.question_score("3.1", "object_abs_distance", "2.5") == pytest.approx(0.6)
@@ -288,19 +288,19 @@ def test_only_the_first_origin_episode_counts_and_unknown_samples_fail():
     s = by_id["1"]
     trajs = [trajectory(s, "<answer>B</answer>", index=1), trajectory(s, "<answer>A</answer>", index=0),
              trajectory(s, "<answer>B</answer>", role="perturbed")]  # fmt: skip
-    m = metrics_module("lvbench").benchmark_metrics(trajs, by_id)
+    m = benchmark_module("lvbench").benchmark_metrics(trajs, by_id)
     assert m["questions"] == 1 and m["overall"] == 100.0
     with pytest.raises(ValueError, match="not in the dataset"):
-        metrics_module("lvbench").benchmark_metrics(trajs, {})
+        benchmark_module("lvbench").benchmark_metrics(trajs, {})
     with pytest.raises(ValueError, match="not converted from videomme"):
-        metrics_module("videomme").benchmark_metrics(trajs, by_id)
+        benchmark_module("videomme").benchmark_metrics(trajs, by_id)
 
 
 def test_metrics_are_json():
     for name in FILES:
         m = run(name)
         assert json.loads(json.dumps(m)) == m and m["scale"] == "percent"
-        assert metrics_module(name).format_table(m).startswith("|")
+        assert benchmark_module(name).format_table(m).startswith("|")
 
 
 @pytest.mark.parametrize("name", ["videomme", "mvbench", "lvbench", "video_holmes", "vsi_bench", "video_mme_v2", "videommmu"])
@@ -308,7 +308,7 @@ def test_metric_docstring_examples(name):
     import doctest
     import importlib
 
-    module = importlib.import_module(f"videoseek.agents.benchmarks.{name}")
+    module = importlib.import_module(f"videoseek.envs.benchmarks.{name}")
     result = doctest.testmod(module)
     assert result.attempted and result.failed == 0
 
@@ -323,11 +323,11 @@ def test_video_mme_v2_matches_test_video_mme_v2():
     assert m["third_head_rating"] == pytest.approx({"Counting": 25.0, "Order": 25.0, "Causal": 100 / 3, "State Change": 100.0, "OCR": 100.0})
     # "Simple accuracy (valid only): 82.35%"; "no prediction: 1, failed to extract: 2"
     assert m["simple_accuracy"] == pytest.approx(1400 / 17) and m["unread"] == 3 and (m["groups"], m["groups_incomplete"]) == (5, 0)
-    assert "| 56.67 | 62.50 | 62.50 | 33.33 | 62.50 | 75.00 | 52.78 |" in metrics_module("video-mme-v2").format_table(m)
+    assert "| 56.67 | 62.50 | 62.50 | 33.33 | 62.50 | 75.00 | 52.78 |" in benchmark_module("video-mme-v2").format_table(m)
 
 
 def test_video_mme_v2_unread_reply_scores_minus_one_in_the_group_arithmetic():
-    v2 = metrics_module("video-mme-v2")
+    v2 = benchmark_module("video-mme-v2")
     assert [v2.question_score(r, "C") for r in ("C", "The answer is B", "", "no letter here at all in this long reply of many words")] == [1, 0, -1, -1]
     assert v2.relevance_rating([1, 1, -1, 1]) == (100.0 * 4 / 16, 50.0)  # -1 takes one off the sum, not 0
     assert v2.logic_rating([-1, -1, -1, -1], "[[1, 2], 3, 4]") == 100.0  # -1 is truthy in cal_logic's chain
@@ -340,7 +340,7 @@ def test_video_mme_v2_unread_reply_scores_minus_one_in_the_group_arithmetic():
     assert s.metadata["benchmark"]["index"] == 0 and s.metadata["task_kind"] == "Information Retrieval"
     bad = dict(json.loads((DATA / "video_mme_v2/test.jsonl").read_text().splitlines()[4]), group_structure="[1, 2]")
     with pytest.raises(RowError, match="group_structure"):
-        converter_module("video-mme-v2").convert_record(bad, 0, "x:1", ConvertOptions(), "/v")
+        benchmark_module("video-mme-v2").convert_record(bad, 0, "x:1", ConvertOptions(), "/v")
 
 
 def test_cli_convert_and_eval_video_mme_v2(tmp_path, capsys):
@@ -373,11 +373,11 @@ def test_videommmu_matches_lmms_eval_utils():
     assert adaptation["results"]["Overall"] == {"num": 6, "acc": pytest.approx(500 / 6)} and adaptation["api_errors"] == 0
     assert {k: adaptation["results"][k]["acc"] for k in ("Math", "Physics", "Finance", "Computer_Science", "Clinical_Medicine")} == {
         "Math": 50.0, "Physics": 100.0, "Finance": 100.0, "Computer_Science": 100.0, "Clinical_Medicine": 100.0}  # fmt: skip
-    assert "| Perception | 80.0 | 100.0 | 0.0 | 66.7 |" in metrics_module("videommmu").format_table(m)
+    assert "| Perception | 80.0 | 100.0 | 0.0 | 66.7 |" in benchmark_module("videommmu").format_table(m)
 
 
 def test_videommmu_parsers_are_the_scripts():
-    v = metrics_module("videommmu")
+    v = benchmark_module("videommmu")
     choices, index2ans = ["A", "B", "C", "D"], {"A": "anemia", "B": "asthma", "C": "angina", "D": "arthritis"}
     # the script's parsed_pred on the hand-made replies
     assert v.parse_multi_choice_response("A. anemia or C. angina; I pick A.", choices, index2ans) == "C"
@@ -524,7 +524,7 @@ def test_video_mme_v2_interleaved_subtitles(tmp_path, capsys, index_video):
 
 def test_videommmu_with_transcripts(tmp_path):
     # videoperception_doc_to_text_with_transcript_perception_comprehension / _adaptation
-    vm = converter_module("videommmu")
+    vm = benchmark_module("videommmu")
     transcripts = tmp_path / "transcripts"
     transcripts.mkdir()
     (transcripts / "validation_Art_1.txt").write_text("  The sky is painted blue.\n")

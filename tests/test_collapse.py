@@ -9,7 +9,7 @@ import pytest
 
 from videoseek.agents.rollout import run_rollouts
 from videoseek.agents.scripted import SCRIPTED
-from videoseek.training.collapse import CollapseWatch, tool_use_metrics
+from videoseek.training.local_backend.collapse import CollapseWatch, tool_use_metrics
 
 
 def test_watch_warns_once_after_n_low_steps_in_a_row():
@@ -70,7 +70,7 @@ def test_local_grpo_logs_tool_use_every_step_and_warns_once(tmp_path, index_samp
 def test_verl_reward_extras_carry_crop_rate_and_format(index_sample):
     from test_training_reward_fn import CALL, extra_info_for, play
 
-    from videoseek.training.reward_fn import compute_score
+    from videoseek.training.verl_plugin.reward_fn import compute_score
 
     env, _ = play(index_sample, [CALL, "<think>green at 12.5s</think><answer>B</answer>"])
     out = compute_score("synthetic", "ignored", "B", extra_info_for(index_sample, env))

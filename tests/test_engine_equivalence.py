@@ -38,8 +38,8 @@ from videoseek.envs.env import EnvConfig
 from videoseek.envs.sample import VideoSample
 from videoseek.envs.trajectory import Trajectory
 from videoseek.rewards import PRESETS, RewardConfig
-from videoseek.training.export import export_samples
-from videoseek.training.local_rollout import RecordingPolicy, training_batch
+from videoseek.training.exports.verl_parquet import export_samples
+from videoseek.training.local_backend.rollout import RecordingPolicy, training_batch
 
 SEED = 7
 STEP = 1  # verl's first training step (`global_steps` starts at 1)

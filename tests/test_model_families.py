@@ -18,8 +18,8 @@ from videoseek.agents.hf_policy import TransformersPolicy
 from videoseek.agents.rollout import run_rollouts
 from videoseek.envs.env import EnvConfig
 from videoseek.envs.sample import write_jsonl
-from videoseek.training.local_grpo import token_logprobs
-from videoseek.training.local_rollout import RecordingPolicy, training_batch
+from videoseek.training.local_backend.grpo import token_logprobs
+from videoseek.training.local_backend.rollout import RecordingPolicy, training_batch
 
 ENV = {"initial_frames": 4, "frames_per_call": 4, "max_turns": 2, "max_total_frames": 8, "max_pixels": 64 * 64}
 

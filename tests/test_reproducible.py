@@ -67,8 +67,8 @@ def test_two_short_sft_runs_give_identical_checkpoints_and_metrics(tmp_path, tin
     from videoseek.agents.scripted import SweepPolicy
     from videoseek.envs.env import EnvConfig
     from videoseek.envs.sample import VideoSample
-    from videoseek.training.export_sft import export_sft
-    from videoseek.training.local_rollout import RecordingPolicy
+    from videoseek.training.exports.sft import export_sft
+    from videoseek.training.local_backend.rollout import RecordingPolicy
 
     samples = [VideoSample(id=f"q{k}", video=str(index_video), question=q, options=["A. red", "B. green"], answer="B", clue_intervals=[(12.0, 13.5)])
                for k, q in enumerate(["Which colour flashes?", "What colour is the lamp?", "Which lamp colour shows?"])]  # fmt: skip

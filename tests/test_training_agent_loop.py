@@ -34,7 +34,7 @@ from verl_harness import (
 )
 from videoseek.agents.tiny_model import ensure_tiny_model
 from videoseek.envs.env import EnvConfig
-from videoseek.training.export import export_samples
+from videoseek.training.exports.verl_parquet import export_samples
 
 
 @pytest.fixture(scope="module")
@@ -245,14 +245,14 @@ def test_an_episode_dump_that_cannot_be_written_warns_once_and_goes_on(tmp_path,
 
     from omegaconf import OmegaConf
 
-    from videoseek.training.episode_dump import EpisodeDump, dump_dir
+    from videoseek.training.verl_plugin.episode_dump import EpisodeDump, dump_dir
 
     assert dump_dir(OmegaConf.create({"trainer": {"rollout_data_dir": str(tmp_path), "use_v1": True}})) == tmp_path / "videoseek"
     assert dump_dir(OmegaConf.create({"trainer": {"rollout_data_dir": str(tmp_path), "use_v1": False}})) is None  # legacy dumps carry it
     assert dump_dir(OmegaConf.create({"trainer": {"rollout_data_dir": None}})) is None
     (tmp_path / "file").write_text("")
     dump = EpisodeDump(tmp_path / "file" / "videoseek")  # a folder under a file: every write fails
-    with caplog.at_level("WARNING", logger="videoseek.training.episode_dump"):
+    with caplog.at_level("WARNING", logger="videoseek.training.verl_plugin.episode_dump"):
         dump.write("u_0_0", 3, 1.0, "{}")
         dump.write("u_1_0", 3, 0.0, "{}")
     assert len(caplog.records) == 1 and "cannot write the episode dump" in caplog.records[0].getMessage()

@@ -16,7 +16,7 @@ from verl.trainer.ppo.core_algos import (
     compute_grpo_outcome_advantage,
     get_adv_estimator_fn,
 )
-from videoseek.training.estimators import (
+from videoseek.training.verl_plugin.estimators import (
     ESTIMATOR_NAME,
     compute_videoseek_grpo_advantage,
 )
@@ -85,7 +85,7 @@ def test_plain_import_verl_registers_through_the_entry_point():
         "import json, verl\n"
         "from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY\n"
         "from verl.experimental.agent_loop.agent_loop import _agent_loop_registry\n"
-        "from videoseek.training import plugin\n"
+        "from videoseek.training.verl_plugin import plugin\n"
         "print(json.dumps({'est': 'videoseek_grpo' in ADV_ESTIMATOR_REGISTRY,"
         " 'loop': _agent_loop_registry.get('videoseek'), 'status': plugin.STATUS}))\n"
     )
@@ -93,7 +93,7 @@ def test_plain_import_verl_registers_through_the_entry_point():
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["status"] == {name: None for name in result["status"]}, result["status"]
     assert result["est"] is True
-    assert result["loop"] == {"_target_": "videoseek.training.agent_loop.VideoSeekAgentLoop"}
+    assert result["loop"] == {"_target_": "videoseek.training.verl_plugin.agent_loop.VideoSeekAgentLoop"}
 
 
 def test_the_torch_free_group_arithmetic_equals_verls():

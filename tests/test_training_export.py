@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 from videoseek.envs.env import EnvConfig
 from videoseek.envs.sample import DataError, VideoSample, write_jsonl
-from videoseek.training.export import export_samples, split_samples
-from videoseek.training.export_sft import export_sft, system_text
+from videoseek.training.exports.verl_parquet import export_samples, split_samples
+from videoseek.training.exports.sft import export_sft, system_text
 
 from videoseek.cli import main as cli_main
 

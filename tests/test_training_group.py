@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 from videoseek.rewards import EpisodeSummary
-from videoseek.training.group import GroupCoordinator
+from videoseek.training.verl_plugin.group import GroupCoordinator
 
 
 def _summary(prediction: str) -> EpisodeSummary:

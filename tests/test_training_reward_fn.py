@@ -8,14 +8,14 @@ import pytest
 from videoseek.envs.env import EnvConfig, VideoSeekEnv
 from videoseek.envs.sample import DataError
 from videoseek.rewards import RewardConfig, score_episode
-from videoseek.training.records import (
+from videoseek.training.verl_plugin.records import (
     EXTRA_KEY,
     sample_from_extra_info,
     sample_to_json,
     summary_from_dict,
     summary_to_dict,
 )
-from videoseek.training.reward_fn import compute_score, episode_from_response
+from videoseek.training.verl_plugin.reward_fn import compute_score, episode_from_response
 
 CALL = '<think>look</think><tool_call>{"name": "crop_video", "arguments": {"start": 11.5, "end": 14.0}}</tool_call>'
 

@@ -14,8 +14,8 @@ pytest.importorskip("verl")
 from videoseek.agents.tiny_model import ensure_tiny_model
 from videoseek.envs.sample import write_jsonl
 from videoseek.training import run_csgrpo
-from videoseek.training.verl_config import CONFIGS_DIR as CONFIGS
-from videoseek.training.verl_config import list_ready_configs
+from videoseek.training.verl_plugin.config import CONFIGS_DIR as CONFIGS
+from videoseek.training.verl_plugin.config import list_ready_configs
 
 FAST = {
     "max_turn_tokens": 24, "group_size": 3, "batch_size": 1,
@@ -61,10 +61,10 @@ def test_dry_run_composes_validates_and_writes_the_config(tmp_path, tiny, data, 
     assert cfg["algorithm"]["adv_estimator"] == "videoseek_grpo"
     assert cfg["actor_rollout_ref"]["rollout"]["name"] == "vllm"
     assert cfg["actor_rollout_ref"]["rollout"]["agent"]["default_agent_loop"] == "videoseek"
-    assert cfg["reward"]["custom_reward_function"]["path"] == "pkg://videoseek.training.reward_fn"
+    assert cfg["reward"]["custom_reward_function"]["path"] == "pkg://videoseek.training.verl_plugin.reward_fn"
     assert cfg["trainer"]["use_v1"] is True and cfg["trainer"]["v1"]["sampler"]["sync_refill_failed_groups"] is True
     loop = yaml.safe_load((out / "agent_loop.yaml").read_text())
-    assert loop[0]["_target_"] == "videoseek.training.agent_loop.VideoSeekAgentLoop" and loop[0]["videoseek"]["reward"]["preset"] == "dmgrpo"
+    assert loop[0]["_target_"] == "videoseek.training.verl_plugin.agent_loop.VideoSeekAgentLoop" and loop[0]["videoseek"]["reward"]["preset"] == "dmgrpo"
     assert (out / "data" / "train.parquet").is_file() and "verl.trainer.main_ppo" in (out / "command.sh").read_text()
 
 

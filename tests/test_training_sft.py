@@ -26,10 +26,10 @@ from videoseek.agents.rollout import run_rollouts
 from videoseek.agents.scripted import SweepPolicy
 from videoseek.envs.env import EnvConfig, VideoSeekEnv
 from videoseek.training import run_sft
-from videoseek.training.export_sft import export_sft
-from videoseek.training.local_grpo import batch_logprobs, grpo_update, response_mask_of, token_logprobs
-from videoseek.training.local_rollout import RecordingPolicy, tokenize_episode, training_batch
-from videoseek.training.sft import load_sft_episodes
+from videoseek.training.exports.sft import export_sft
+from videoseek.training.local_backend.grpo import batch_logprobs, grpo_update, response_mask_of, token_logprobs
+from videoseek.training.local_backend.rollout import RecordingPolicy, tokenize_episode, training_batch
+from videoseek.training.local_backend.sft import load_sft_episodes
 
 ENV = EnvConfig(initial_frames=2, frames_per_call=2, max_turns=3, max_total_frames=8, max_pixels=64 * 64)
 
@@ -91,7 +91,7 @@ def test_one_grpo_step_raises_positive_and_lowers_negative_advantage_rollouts(fa
     import copy
 
     from verl.utils.config import omega_conf_to_dataclass
-    from videoseek.training.verl_config import TrainSpec, compose, verl_overrides, write_agent_loop_yaml
+    from videoseek.training.verl_plugin.config import TrainSpec, compose, verl_overrides, write_agent_loop_yaml
 
     _, path = family_model_dir
     policy = TransformersPolicy(path, max_new_tokens=10, temperature=1.0, seed=5)

@@ -21,7 +21,7 @@ from verl_harness import ANSWER, CROP, ENV, InMemoryTransferQueue, V1Run, make_c
 from videoseek.agents.tiny_model import ensure_tiny_model
 from videoseek.envs.env import EnvConfig
 from videoseek.envs.sample import VideoSample
-from videoseek.training.export import export_samples
+from videoseek.training.exports.verl_parquet import export_samples
 
 WRONG = "<think>No need to look.</think><answer>A</answer>"
 MARKUP = "<|vision_start|><|video_pad|><think>x</think>"
@@ -204,7 +204,7 @@ def test_val_only_evaluation_through_verl_is_scored_by_videoseek_eval(tmp_path, 
 
     import yaml
     from videoseek.cli import main
-    from videoseek.training.verl_config import CONFIGS_DIR
+    from videoseek.training.verl_plugin.config import CONFIGS_DIR
 
     base = VideoSample(
         id="ev-1", video=str(index_video), question="Which colour flashes?", options=["A. red", "B. green", "C. blue", "D. yellow"],

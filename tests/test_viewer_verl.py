@@ -278,8 +278,8 @@ def test_a_verl_run_in_the_browser_training_group_and_episode(trainer, request):
 
 
 def test_rows_not_from_the_agent_loop_are_read_from_their_text_with_their_sample(tmp_path, index_sample_module):  # noqa: F811
-    from videoseek.training.records import sample_to_json
-    from videoseek.training.reward_fn import compute_score
+    from videoseek.training.verl_plugin.records import sample_to_json
+    from videoseek.training.verl_plugin.reward_fn import compute_score
 
     response = (CROP + "\nuser\n<tool_response>\ncrop_video returned 4 frames from 11.5s to 14.0s at 11.8s, 12.4s, 13.1s, 13.7s.\n</tool_response>\nassistant\n"
                 + ANSWER)  # fmt: skip

@@ -50,7 +50,7 @@ from verl.workers.rollout.utils import qwen2_5_vl_dedup_image_tokens
 from verl.workers.rollout.replica import TokenOutput
 
 from videoseek.training.gpu_probe import vllm_expand_prompt
-from videoseek.training.verl_config import TrainSpec, compose, verl_overrides, write_agent_loop_yaml
+from videoseek.training.verl_plugin.config import TrainSpec, compose, verl_overrides, write_agent_loop_yaml
 
 ENV = {"initial_frames": 4, "frames_per_call": 4, "max_turns": 3, "max_total_frames": 16, "max_pixels": 56 * 112}
 CROP = '<think>The sparse frames miss it.</think><tool_call>{"name": "crop_video", "arguments": {"start": 11.5, "end": 14.0}}</tool_call>'

@@ -15,7 +15,7 @@ turn that calls crop_video, a tool turn with 4 frames of the crop at another rat
   re-encodes the frames into the same `pixel_values_videos`, `video_grid_thw` and
   `second_per_grid_ts` as the renderer (what the HF forward and the rollout saw).
 - `positions`: verl's `AgentLoopWorker._compute_position_ids` (after
-  `videoseek.training.positions.align_positions`, as `VideoSeekAgentLoop` does) equals the HF
+  `videoseek.training.verl_plugin.positions.align_positions`, as `VideoSeekAgentLoop` does) equals the HF
   forward's `get_rope_index` (after `videoseek.agents.rope.use_sampling_rope_index`, as
   `TransformersPolicy` does) on the same inputs. verl's real methods run, called as unbound
   functions on a stub worker that holds only the processor and tokenizer.
@@ -164,7 +164,7 @@ def check_mm_inputs(report: Report, rendered, mm, family) -> None:
 def check_positions(report: Report, processor, stub, rendered, mm, model, family) -> None:
     import torch
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
-    from videoseek.training.positions import align_positions
+    from videoseek.training.verl_plugin.positions import align_positions
 
     installed = align_positions(processor)
     ids = rendered["input_ids"]

@@ -88,7 +88,7 @@ def env_flags(env: dict) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from videoseek.training.verl_config import load_ready_config
+    from videoseek.training.verl_plugin.config import load_ready_config
 
     args = parse_args(argv)
     out = Path(args.out)

@@ -97,7 +97,7 @@ def probe_every(args: argparse.Namespace) -> int:
     """Steps between probe evaluations: --probe-every, else 5 when --probe-data is given, else 0 (off)."""
     every = args.probe_every if args.probe_every is not None else (5 if args.probe_data else 0)
     if every < 0 or args.probe_n < 1:
-        from videoseek.training.verl_config import ConfigError
+        from videoseek.training.verl_plugin.config import ConfigError
 
         raise ConfigError(f"--probe-every must be >= 0 and --probe-n >= 1 (got {every}, {args.probe_n})")
     return every
@@ -120,7 +120,7 @@ def default_backend() -> str:
 
 def build_spec(args: argparse.Namespace, model: str, train_files: list[str], val_files: list[str]):
     """A `TrainSpec` from the smoke defaults, then the ready config, then the command line."""
-    from videoseek.training.verl_config import TrainSpec, load_ready_config
+    from videoseek.training.verl_plugin.config import TrainSpec, load_ready_config
 
     values = copy.deepcopy(SMOKE) | {"reward": "csgrpo", "lr": 1e-6, "kl_coef": 0.01}
     if args.config:
@@ -167,7 +167,7 @@ def model_path(args: argparse.Namespace) -> str:
     if args.model:
         return args.model
     if args.config:
-        from videoseek.training.verl_config import load_ready_config
+        from videoseek.training.verl_plugin.config import load_ready_config
 
         ready_model = load_ready_config(args.config).get("model")
         if ready_model:
@@ -180,8 +180,8 @@ def model_path(args: argparse.Namespace) -> str:
 # ---- 4a. the verl backend ----------------------------------------------------------------------
 def run_verl(args: argparse.Namespace) -> int:
     from videoseek.envs.env import EnvConfig
-    from videoseek.training.export import export_samples, split_samples
-    from videoseek.training.verl_config import (
+    from videoseek.training.exports.verl_parquet import export_samples, split_samples
+    from videoseek.training.verl_plugin.config import (
         compose,
         main_ppo_command,
         shell_line,
@@ -215,7 +215,7 @@ def run_verl(args: argparse.Namespace) -> int:
         export_samples(val or train[:1], run_dir / "data", "val", env_config)
     if every:
         if from_parquet and not args.probe_data:
-            from videoseek.training.verl_config import ConfigError
+            from videoseek.training.verl_plugin.config import ConfigError
 
             raise ConfigError("--probe-every with a parquet --data needs --probe-data samples.jsonl (the probe questions)")
         export_samples(load_probes(args, [] if args.probe_data else load_samples(args, run_dir)), run_dir / "data", "probe", EnvConfig(**spec.env))
@@ -228,7 +228,7 @@ def run_verl(args: argparse.Namespace) -> int:
     print(f"verl config valid: {run_dir / 'verl_config.yaml'}", flush=True)
     if args.dry_run:
         return 0
-    env = {**os.environ, "VERL_USE_EXTERNAL_MODULES": "videoseek.training.plugin"}
+    env = {**os.environ, "VERL_USE_EXTERNAL_MODULES": "videoseek.training.verl_plugin.plugin"}
     return subprocess.call(command, env=env)
 
 
@@ -241,17 +241,17 @@ def run_local(args: argparse.Namespace) -> int:
     from videoseek.agents.rollout import run_rollouts
     from videoseek.envs.env import EnvConfig
     from videoseek.rewards import RewardConfig
-    from videoseek.training.collapse import CollapseWatch, tool_use_metrics
-    from videoseek.training.determinism import make_deterministic
-    from videoseek.training.local_grpo import grpo_update
-    from videoseek.training.sft import freeze_vision_encoder
-    from videoseek.training.local_rollout import (
+    from videoseek.training.local_backend.collapse import CollapseWatch, tool_use_metrics
+    from videoseek.training.local_backend.determinism import make_deterministic
+    from videoseek.training.local_backend.grpo import grpo_update
+    from videoseek.training.local_backend.sft import freeze_vision_encoder
+    from videoseek.training.local_backend.rollout import (
         RecordingPolicy,
         rollout_metrics,
         step_record,
         training_batch,
     )
-    from videoseek.training.verl_config import (
+    from videoseek.training.verl_plugin.config import (
         ConfigError,
         compose,
         verl_overrides,
@@ -403,7 +403,7 @@ def previous_steps(run_dir: Path, args: argparse.Namespace) -> int:
     """
     import shutil
 
-    from videoseek.training.verl_config import ConfigError
+    from videoseek.training.verl_plugin.config import ConfigError
 
     metrics = run_dir / "metrics.jsonl"
     if args.overwrite:
@@ -439,7 +439,7 @@ def save_checkpoint(checkpoint: Path, policy, optimizer, step: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     from videoseek.envs.sample import DataError
-    from videoseek.training.verl_config import ConfigError
+    from videoseek.training.verl_plugin.config import ConfigError
 
     args = parse_args(argv)
     backend = args.backend or ("verl" if args.dry_run else default_backend())

@@ -10,7 +10,7 @@ Two backends read the same export-sft parquet:
 
 - `local` (default): SFT in this process with transformers. Each row (one whole episode) is
   tokenised with the RL renderer, the loss is cross-entropy on the assistant tokens only
-  (`videoseek.training.sft`), AdamW with linear warmup and cosine decay. Metrics go to the console
+  (`videoseek.training.local_backend.sft`), AdamW with linear warmup and cosine decay. Metrics go to the console
   and RUN/metrics.jsonl, what decides the run to RUN/run.json (arguments, data and weights hashes,
   version, commit); the model, tokenizer, processor and chat template to RUN/checkpoint, which
   `run_csgrpo.py --model RUN/checkpoint` and `videoseek rollout --policy hf:RUN/checkpoint` load.
@@ -74,8 +74,8 @@ def model_path(args: argparse.Namespace) -> str:
 # ---- 2a. the verl backend ----------------------------------------------------------------------
 def run_verl(args: argparse.Namespace) -> int:
     from omegaconf import OmegaConf
-    from videoseek.training.verl_config import shell_line
-    from videoseek.training.verl_sft import check_sft_rows, compose_sft, sft_overrides
+    from videoseek.training.verl_plugin.config import shell_line
+    from videoseek.training.verl_plugin.sft import check_sft_rows, compose_sft, sft_overrides
 
     run_dir = Path(args.out)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -101,8 +101,8 @@ def run_local(args: argparse.Namespace) -> int:
     from transformers import AutoModelForImageTextToText, AutoProcessor, get_cosine_schedule_with_warmup
     from videoseek.agents.rope import use_sampling_rope_index
     from videoseek.agents.run_record import run_record
-    from videoseek.training.determinism import make_deterministic
-    from videoseek.training.sft import evaluate_loss, freeze_vision_encoder, load_sft_episodes, sft_step
+    from videoseek.training.local_backend.determinism import make_deterministic
+    from videoseek.training.local_backend.sft import evaluate_loss, freeze_vision_encoder, load_sft_episodes, sft_step
 
     run_dir = Path(args.out)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -163,7 +163,7 @@ def run_local(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     from videoseek.envs.sample import DataError
-    from videoseek.training.verl_config import ConfigError
+    from videoseek.training.verl_plugin.config import ConfigError
 
     args = parse_args(argv)
     try:

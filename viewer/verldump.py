@@ -10,7 +10,7 @@ verl` points them at `RUN/rollouts/` and `RUN/probes/`. Each line is one respons
 (`RayTrainer._write_generations`). What the extra keys are depends on the trainer:
 
 - the legacy trainer (`trainer.use_v1=false`) and every validation dump: all the keys our
-  `compute_score` returned (`training/reward_fn.py`), among them `videoseek_episode`, the sample
+  `compute_score` returned (`training/verl_plugin/reward_fn.py`), among them `videoseek_episode`, the sample
   and the agent loop's record (episode summary with every assistant turn and accepted crop, final
   evidence, reward and components, failure) as a JSON string. From that a full trajectory is
   rebuilt: each assistant turn parsed by the env's own parser, each accepted crop replayed on the
@@ -19,7 +19,7 @@ verl` points them at `RUN/rollouts/` and `RUN/probes/`. Each line is one respons
   (text and frames) and the advantage.
 - the v1 trainer's training dump (`trainer.use_v1=true`, verl's default) writes only `uid` (the
   TransferQueue key). `VideoSeekAgentLoop` writes each episode it plays beside it,
-  `rollout_data_dir/videoseek/<prompt step>.<host>-<pid>.jsonl` (`training/episode_dump.py`),
+  `rollout_data_dir/videoseek/<prompt step>.<host>-<pid>.jsonl` (`training/verl_plugin/episode_dump.py`),
   one line `{"key", "step", "acc", "videoseek_episode"}` per episode; a dump line is joined with
   the episode line of its `uid` and rebuilt as above. The prompt step is the dump's step, or an
   earlier one when the trainer trains off-policy: up to `LOOKBACK_STEPS` earlier steps are
@@ -40,8 +40,8 @@ from pathlib import Path
 from typing import Any
 
 DUMP = re.compile(r"^(\d+)\.jsonl$")
-VIEW_KEY = "videoseek_episode"  # training/records.py VIEW_KEY
-SIDECAR = "videoseek"  # training/episode_dump.py FOLDER
+VIEW_KEY = "videoseek_episode"  # training/verl_plugin/records.py VIEW_KEY
+SIDECAR = "videoseek"  # training/verl_plugin/episode_dump.py FOLDER
 # Prompt steps searched back from a dump's step: twice verl's default bound on how many weight
 # versions a trajectory may span (`trainer.v1.sampler.max_off_policy_threshold: 8`), so a missing
 # episode costs a bounded read, not the whole run's history.

@@ -11,9 +11,24 @@ Charades-STA has no query ids: a sample's id is ``{vid}#{k}``, the k-th query (f
 in the file. The question is the caption wrapped in lmms-eval's prompt (``charades.yaml``:
 ``pre_prompt + caption + ". " + post_prompt``); the answer is ``[s, e]`` (``temporal_grounding``),
 the clue interval ``[s, e]``. The annotation as written (vid, caption, timestamp, and the line)
-stays in ``metadata.benchmark``: `videoseek.agents.benchmarks.charades_sta` scores against it, so a
+stays in ``metadata.benchmark``: `videoseek.envs.benchmarks.charades_sta` scores against it, so a
 moment the schema cannot hold as a clue interval (end <= start, a handful in the source files) is
 kept as a sample with no clue interval instead of being dropped from the benchmark.
+
+Official metric. Charades-STA metrics as lmms-eval computes them: R1@0.3, R1@0.5, R1@0.7 and mIoU, in percent.
+
+Official script: ``lmms_eval/tasks/charades_sta/utils.py`` of github.com/EvolvingLMMs-Lab/lmms-eval
+(commit 75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3; the file last changed in 26f1d8e3):
+``extract_time`` reads the moment out of the model's text, ``iou`` scores it against the
+annotation, ``_temporal_grounding_compute_metrics`` averages over every query. That is the
+in-framework successor of the standalone ``eval_tvg.py`` beside it (TimeChat's), which differs in
+two ways we do not follow: it has no ``MM:SS - MM:SS`` reading, and it scores an unreadable answer
+with the moment ``[gt_end + 10, gt_end + 20]`` (IoU 0 as well).
+
+The model's text is the trajectory's final answer (``prediction``, the text inside ``<answer>``);
+an episode with no answer (truncated, failed) scores 0 and counts as a bad prediction, as a text
+with no readable moment does. The truth is ``metadata.benchmark.timestamp`` of the sample, as
+`videoseek.envs.benchmarks.charades_sta` wrote it. Charades-STA has no category breakdown.
 """
 
 from __future__ import annotations
@@ -23,12 +38,14 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from videoseek.envs.benchmarks._scoring import recall_and_miou
 from videoseek.envs.convert import ConvertOptions, RowError, _build, _jsonable, iter_records, resolve_video
 from videoseek.envs.sample import DataError, VideoSample
+from videoseek.envs.trajectory import Trajectory
 
 NAME = "charades-sta"
 VIDEO_EXTENSION = ".mp4"  # Charades_v1_480/{vid}.mp4, the layout lmms-eval reads
@@ -154,3 +171,144 @@ def convert_record(record: dict, index: int, location: str, opts: ConvertOptions
         "metadata": {"task_kind": "charades_sta", "benchmark": benchmark, "converted_from": f"{NAME}:{location}"},
     }
     return _build(row)
+
+
+# The official metric: scoring a run's trajectories as the benchmark's own script does.
+
+THRESHOLDS = (0.3, 0.5, 0.7)
+
+# What extract_time strips before reading (an example some prompts carry).
+_EXAMPLE = "a specific example is : 20.8 - 30.0 seconds"
+_KEYWORDS = ("starts", "ends", "happens in", "start time", "end time", "start", "end", "happen")
+_CLOCK = r"\d{1,2}:\d{2}(?::\d{2})?"
+_CLOCK_RANGE = re.compile(rf"\b({_CLOCK})\s*[–-]\s*({_CLOCK})\b")
+_NUMBER_RANGE = re.compile(r"(\d+(?:\.\d+)?)\s*[–-]\s*(\d+(?:\.\d+)?)")
+_NUMBER = re.compile(r"\b(\d+(?:\.\d+)?)\b")
+_CLOCK_ONE = re.compile(rf"\b({_CLOCK})\b")
+_NUMBER_RANGE_UNITS = re.compile(r"(\d+(?:\.\d+)?)\s*s?\s*[–-]\s*(\d+(?:\.\d+)?)\s*s?")
+
+
+def clock_seconds(text: str) -> float:
+    """Seconds of ``MM:SS`` or ``HH:MM:SS`` (lmms-eval ``_time_to_seconds``)."""
+    parts = [float(p) for p in text.split(":")]
+    if len(parts) == 3:
+        return parts[0] * 3600 + parts[1] * 60 + parts[2]
+    return parts[0] * 60 + parts[1]
+
+
+def _pairs(times: list[float]) -> list[tuple[float, float]]:
+    times = times[: len(times) // 2 * 2]
+    return [(times[i], times[i + 1]) for i in range(0, len(times), 2)]
+
+
+def extract_moment(text: str) -> list[list[float]]:
+    """The moment in a model's answer as lmms-eval's ``extract_time`` reads it: ``[[s, e]]`` or ``[]``.
+
+    The text is lower-cased and every "to" becomes "-" (so "3 to 7" reads as "3 - 7"); it is split
+    into sentences at ``!``, ``?`` and new lines, and those with a keyword ("start", "end",
+    "happen", ...) are searched (all of them when none has one). The first rule that finds
+    something wins: a clock range "MM:SS - MM:SS"; a number range "s - e" (first sentence with
+    one); clock times, paired in order; the first number of each sentence, paired in order; a
+    range with "s" units. Only the first pair is kept, its ends swapped if not increasing.
+
+    >>> extract_moment("The event happens in the 24.3 - 30.4 seconds.")
+    [[24.3, 30.4]]
+    >>> extract_moment("It starts at 00:12 and ends at 00:20")
+    [[12.0, 20.0]]
+    >>> extract_moment("no idea")
+    []
+    """
+    paragraph = text.lower().replace(_EXAMPLE, "").replace("to", "-")
+    sentences = re.split(r"[!?\n]", paragraph)
+    candidates = [s for s in sentences if any(k in s for k in _KEYWORDS)] or sentences
+    found: list[Any] = []
+    for sentence in candidates:
+        matches = _CLOCK_RANGE.findall(sentence)
+        if matches:
+            found = [[clock_seconds(a), clock_seconds(b)] for a, b in matches]
+            break
+    if not found:
+        for sentence in candidates:
+            matches = _NUMBER_RANGE.findall(sentence)
+            if matches:
+                found = [[float(a), float(b)] for a, b in matches]
+                break
+    if not found:
+        found = _pairs([clock_seconds(t) for s in candidates for t in _CLOCK_ONE.findall(s)])
+    if not found:
+        firsts = [_NUMBER.findall(s) for s in candidates]
+        found = _pairs([float(f[0]) for f in firsts if f])
+    if not found:
+        for sentence in candidates:
+            matches = _NUMBER_RANGE_UNITS.findall(sentence)
+            if matches:
+                found = [[float(a), float(b)] for a, b in matches]
+                break
+    return [[s, e] if e > s else [e, s] for s, e in found[:1]]
+
+
+def moment_iou(a: Sequence[float], b: Sequence[float]) -> float:
+    """Temporal IoU as lmms-eval's ``iou``: ``max(min_end - max_start, 0) / (max_end - min_start)``,
+    0 when that span is empty. (The ends are taken as given: a reversed truth is not reordered.)
+
+    >>> moment_iou([2, 6], [4, 8])
+    0.3333333333333333
+    """
+    max0, min0 = max(a[0], b[0]), min(a[0], b[0])
+    max1, min1 = max(a[1], b[1]), min(a[1], b[1])
+    denom = max1 - min0
+    return 0.0 if denom <= 0 else max(min1 - max0, 0) / denom
+
+
+def benchmark_answers(trajectories: Sequence[Trajectory], samples: dict[str, VideoSample], name: str) -> dict[str, tuple[VideoSample, str | None]]:
+    """sample id -> (sample, final answer text or None), one episode a sample: its first origin
+    episode (group index 0; later ones of a group are ignored, as a benchmark asks once). A
+    trajectory whose sample is missing from `samples` or is not a `name` sample is a ValueError."""
+    chosen: dict[str, Trajectory] = {}
+    for t in trajectories:
+        if t.group.role != "origin":
+            continue
+        if t.sample_id not in samples:
+            raise ValueError(f"episode {t.episode_id}: sample {t.sample_id!r} is not in the run's data")
+        bench = samples[t.sample_id].metadata.get("benchmark")
+        if not isinstance(bench, dict) or bench.get("name") != name:
+            raise ValueError(f"sample {t.sample_id!r} is not a {name} sample (no metadata.benchmark.name == {name!r}; "
+                             f"convert the data with `videoseek convert --from {name}`)")
+        if t.sample_id not in chosen or t.group.index < chosen[t.sample_id].group.index:
+            chosen[t.sample_id] = t
+    return {sid: (samples[sid], None if t.failure else t.prediction) for sid, t in chosen.items()}
+
+
+def benchmark_metrics(trajectories: Sequence[Trajectory], samples: dict[str, VideoSample]) -> dict[str, Any]:
+    """R1@0.3/0.5/0.7 (``IOU@3``, ``IOU@5``, ``IOU@7``) and ``mIOU``, in percent of the queries, as
+    lmms-eval's ``_temporal_grounding_compute_metrics`` (lmms_eval/tasks/charades_sta/utils.py,
+    commit 75571cfe): per query the IoU of ``extract_moment(answer)`` with the annotated moment, 0
+    when the answer yields no moment (a "bad prediction"); R1@m the share with IoU >= m; mIoU the
+    mean IoU. Over the queries the run answered (the samples with an origin episode)."""
+    answers = benchmark_answers(trajectories, samples, NAME)
+    ious: list[float] = []
+    bad = 0
+    for sid in sorted(answers):
+        sample, text = answers[sid]
+        gt = sample.metadata["benchmark"]["timestamp"]
+        gt = (float(gt[0]), float(gt[1]))
+        moment = extract_moment(text) if isinstance(text, str) else []
+        if len(moment) != 1:
+            bad += 1
+            ious.append(0.0)
+        else:
+            ious.append(moment_iou(gt, moment[0]))
+    total = len(ious)
+    out: dict[str, Any] = {"benchmark": NAME, "n": total, "bad_predictions": bad}
+    out.update(recall_and_miou(ious, THRESHOLDS))
+    out["script"] = "lmms-eval lmms_eval/tasks/charades_sta/utils.py @ 75571cfe"
+    return out
+
+
+def format_table(metrics: dict[str, Any]) -> str:
+    """The table of temporal-grounding papers (TimeChat, lmms-eval): R1@0.3 | R1@0.5 | R1@0.7 | mIoU."""
+    row = " | ".join(f"{metrics[k]:.2f}" for k in ("IOU@3", "IOU@5", "IOU@7", "mIOU"))
+    return ("| Charades-STA | n | R1@0.3 | R1@0.5 | R1@0.7 | mIoU |\n"
+            "|---|---|---|---|---|---|\n"
+            f"| all | {metrics['n']} | {row} |\n\n"
+            f"{metrics['bad_predictions']} of {metrics['n']} answers had no readable moment (IoU 0).")

@@ -16,20 +16,43 @@ Adaptation starts with its pre-prompt and the multiple-choice or open-ended prom
 lettered as ``parse_options`` letters them (``A. ...``). With ``convert --subtitles DIR`` the
 question is the ``*_with_transcripts`` tasks' text: ``DIR/{id}.txt`` (the dataset's
 ``transcripts/``; "[Transcript not available]" without one) in their "Transcript for the Video:"
-block. `videoseek.agents.benchmarks.videommmu`
+block. `videoseek.envs.benchmarks.videommmu`
 scores the answers against ``metadata.benchmark`` (the record as written, plus ``track``).
+
+Official metric. VideoMMMU's official metrics (``lmms_eval/tasks/videommmu/utils.py`` of github.com/videommmu/VideoMMMU,
+commit 103a3a5007e26fabbbe41b6377288910cbd660c0: ``videoperception_process_results`` and
+``videoperception_aggregate_results``, with the MMMU helpers it carries from MMMU's
+``eval/eval_utils.py``).
+
+Each reply is parsed by the question's type: ``multiple-choice`` by ``parse_multi_choice_response``
+(punctuation stripped from the ends; candidates ``A.`` / ``A:``, else ``(A)``, else ``A `` followed
+by a space, else, in a reply of more than five words, an option's text; the last one in the reply
+wins; none is "No Answere Found", wrong), the others by ``parse_open_response`` (key sub-responses
+after "is", "so", "=", ..., their numbers, normalized). Correct is an exact letter match
+(``multiple-choice``, ``perception``) or ``eval_open``'s containment. An empty reply parses as
+"API Error" and is **left out** of every denominator, as the script filters those results.
+
+Accuracy per subject (``extract_subset_name`` of the id), per discipline (``Overall-`` +
+``DOMAIN_CAT2SUB_CAT``'s six, instance-weighted over its subjects) and ``Overall`` (all valid
+replies), in percent; per track as well, since a run may mix the three (the script scores each
+track as its own task: a track's ``Overall`` is its number).
+
+Here a reply is the episode's final ``<answer>`` text ("" when it gave none: left out as above).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from videoseek.envs.benchmarks._mc import benchmark_sample, letter, text
+from videoseek.envs.benchmarks._scoring import answer_text, markdown_table, pct, scored
 from videoseek.envs.convert import ConvertOptions, RowError, iter_records
 from videoseek.envs.sample import DataError, ProblemType, VideoSample
+from videoseek.envs.trajectory import Trajectory
 
 NAME = "videommmu"
 TRACKS = ("perception", "comprehension", "adaptation")
@@ -151,3 +174,210 @@ def convert_record(record: dict, index: int, location: str, opts: ConvertOptions
         task_kind=subject,
         extra={"track": track},
     )  # fmt: skip
+
+
+# The official metric: scoring a run's trajectories as the benchmark's own script does.
+
+API_ERROR = "API Error"
+NO_ANSWER = "No Answere Found"  # sic, the script's value
+DOMAIN_CAT2SUB_CAT = {
+    "Art and Design": ("Art", "Art_Theory", "Design", "Music"),
+    "Business": ("Accounting", "Economics", "Finance", "Manage", "Marketing"),
+    "Science": ("Biology", "Chemistry", "Geography", "Math", "Physics"),
+    "Health and Medicine": ("Basic_Medical_Science", "Clinical_Medicine", "Diagnostics_and_Laboratory_Medicine", "Pharmacy", "Public_Health"),
+    "Humanities and Social Science": ("History", "Literature", "Sociology", "Psychology"),
+    "Tech and Engineering": ("Agriculture", "Architecture_and_Engineering", "Computer_Science", "Electronics", "Energy_and_Power",
+                             "Materials", "Mechanical_Engineering"),
+}  # fmt: skip
+_KEY_INDICATORS = (
+    "could be ", "so ", "is ", "thus ", "therefore ", "final ", "answer ", "result ", "are ", "in total ", "total ",
+    "identify ", "recognize ", "calculated as ", "counted as ", "measured as ", "observed as ", "concluded as ",
+    "found to be ", "equals ", "determined to be ", "number of ", "value is ", "adds up to ", "have ", "has ",
+)  # fmt: skip
+
+
+def parse_multi_choice_response(response: str, all_choices: Sequence[str], index2ans: dict[str, str]) -> str:
+    """The script's ``parse_multi_choice_response``: the chosen letter, "API Error" for "", or
+    "No Answere Found".
+
+    >>> parse_multi_choice_response("The answer is (B).", ["A", "B"], {"A": "red", "B": "blue"})
+    'B'
+    """
+    if response == API_ERROR or response == "":
+        return API_ERROR
+    for char in (",", ".", "!", "?", ";", ":", "'"):
+        response = response.strip(char)
+    response = " " + response + " "
+    index_ans, with_brack, with_period, with_colon = True, False, False, False
+    candidates: list[str] = []
+    for choice in all_choices:
+        if f"{choice}." in response:
+            candidates.append(choice)
+            with_period = True
+    for choice in all_choices:
+        if f"{choice}:" in response:
+            candidates.append(choice)
+            with_colon = True
+    if not candidates:
+        for choice in all_choices:
+            if f"({choice})" in response:
+                candidates.append(choice)
+                with_brack = True
+    if not candidates:
+        for choice in all_choices:
+            if f"{choice} " in response:
+                candidates.append(choice)
+    if not candidates and len(response.split()) > 5:
+        for index, ans in index2ans.items():
+            if ans.lower() in response.lower():
+                candidates.append(index)
+                index_ans = False
+    if not candidates:
+        return NO_ANSWER
+    if len(candidates) == 1:
+        return candidates[0]
+    if not index_ans:
+        starts = [response.lower().rfind(index2ans[c].lower()) for c in candidates]
+    elif with_period:
+        starts = [response.rfind(f"{c}.") for c in candidates]
+    elif with_colon:
+        starts = [response.rfind(f"{c}:") for c in candidates]
+    elif with_brack:
+        starts = [response.rfind(f"({c})") for c in candidates]
+    else:
+        starts = [response.rfind(f" {c} ") for c in candidates]
+    return candidates[starts.index(max(starts))]  # np.argmax: the first of the largest
+
+
+def extract_numbers(string: str) -> list[str]:
+    """MMMU's ``extract_numbers``: numbers with commas, in scientific notation, then simple ones."""
+    commas = re.findall(r"-?\b\d{1,3}(?:,\d{3})+\b", string)
+    scientific = re.findall(r"-?\d+(?:\.\d+)?[eE][+-]?\d+", string)
+    simple = re.findall(r"-?(?:\d+\.\d+|\.\d+|\d+\b)(?![eE][+-]?\d+)(?![,\d])", string)
+    return commas + scientific + simple
+
+
+def _is_number(string: str) -> bool:
+    try:
+        float(string.replace(",", ""))
+        return True
+    except ValueError:
+        return False
+
+
+def normalize_str(string: str) -> list[Any]:
+    """MMMU's ``normalize_str``: a number rounded to 2 decimals, else the lower-cased text (a single
+    character padded with a space on either side)."""
+    string = string.strip()
+    if _is_number(string):
+        return [round(float(string.replace(",", "")), 2)]
+    string = string.lower()
+    return [" " + string, string + " "] if len(string) == 1 else [string]
+
+
+def parse_open_response(response: str) -> list[Any] | str:
+    """The script's ``parse_open_response``: the normalized candidate answers ("API Error" for "").
+
+    >>> parse_open_response("So the total is 42.")
+    [42.0]
+    """
+    if response == API_ERROR or response == "":
+        return API_ERROR
+    text = response.strip().strip(".").lower()
+    subs = re.split(r"\.\s(?=[A-Z])|\n", text)
+    keys: list[str] = []
+    indicators = list(_KEY_INDICATORS)
+    for i, resp in enumerate(subs):
+        if i == len(subs) - 1:
+            indicators.append("=")
+        shortest = None
+        for indicator in indicators:
+            if indicator in resp:
+                tail = resp.split(indicator)[-1].strip()
+                if not shortest or len(tail) < len(shortest):
+                    shortest = tail
+        if shortest and shortest.strip() not in (":", ",", ".", "!", "?", ";", "'"):
+            keys.append(shortest)
+    if not keys:
+        keys = [text]
+    preds: list[Any] = list(keys)
+    for resp in keys:
+        preds.extend(extract_numbers(resp))
+    out: list[Any] = []
+    for p in preds:
+        out.extend(normalize_str(p))
+    return list(set(out))
+
+
+def eval_open(gold: Any, preds: Any) -> bool:
+    """MMMU's ``eval_open``: a normalized gold string inside a predicted string, or a gold number
+    equal to a predicted one."""
+    norm: list[Any] = []
+    for answer in gold if isinstance(gold, list) else [gold]:
+        norm.extend(normalize_str(answer))
+    for pred in preds:
+        if isinstance(pred, str):
+            if any(isinstance(a, str) and a in pred for a in norm):
+                return True
+        elif pred in norm:
+            return True
+    return False
+
+
+def question_correct(reply: str, record: dict[str, Any]) -> tuple[bool, bool]:
+    """(valid, correct) of one reply: valid is False for an "API Error" (an empty reply)."""
+    qtype = record.get("question_type", "None")
+    if qtype == "multiple-choice":
+        options = list(record.get("options") or [])
+        choices = [chr(ord("A") + i) for i in range(len(options))]
+        parsed: Any = parse_multi_choice_response(reply, choices, dict(zip(choices, options)))
+    else:
+        parsed = parse_open_response(reply)
+    if parsed == API_ERROR:
+        return False, False
+    gold = record["answer"]
+    if qtype in ("multiple-choice", "perception"):
+        correct = gold == parsed if not isinstance(gold, list) else parsed in gold
+    else:
+        correct = eval_open(gold, parsed)
+    return True, bool(correct)
+
+
+def benchmark_metrics(trajectories: Sequence[Trajectory], samples: dict[str, VideoSample]) -> dict[str, Any]:
+    """Per track: ``Overall``, the six disciplines and the subjects, as the script prints them
+    (module docstring); ``num`` the valid replies, ``api_errors`` those left out."""
+    per_track: dict[str, dict[str, list[int]]] = defaultdict(dict)
+    errors: dict[str, int] = defaultdict(int)
+    for traj, sample, rec in scored(trajectories, samples, NAME):
+        track = rec["track"]
+        valid, correct = question_correct(answer_text(traj), rec)
+        if not valid:
+            errors[track] += 1
+            continue
+        c = per_track[track].setdefault(subject_of(rec["id"]), [0, 0])
+        c[0] += int(correct)
+        c[1] += 1
+    tracks: dict[str, Any] = {}
+    for track in [t for t in TRACKS if t in per_track or t in errors]:
+        subjects = per_track.get(track, {})
+        table: dict[str, dict[str, Any]] = {}
+        for domain, subs in DOMAIN_CAT2SUB_CAT.items():
+            present = [s for s in subs if s in subjects]
+            right, num = sum(subjects[s][0] for s in present), sum(subjects[s][1] for s in present)
+            table["Overall-" + domain] = {"num": num, "acc": pct(right, num)}
+            for s in present:
+                table[s] = {"num": subjects[s][1], "acc": pct(*subjects[s])}
+        right, num = sum(c[0] for c in subjects.values()), sum(c[1] for c in subjects.values())
+        table["Overall"] = {"num": num, "acc": pct(right, num)}
+        tracks[track] = {"results": table, "api_errors": errors.get(track, 0)}
+    return {"benchmark": NAME, "scale": "percent", "tracks": tracks,
+            "script": "videommmu/VideoMMMU lmms_eval/tasks/videommmu/utils.py @ 103a3a5"}  # fmt: skip
+
+
+def format_table(metrics: dict[str, Any]) -> str:
+    """VideoMMMU's table: one row per track, its Overall and the six disciplines."""
+    domains = list(DOMAIN_CAT2SUB_CAT)
+    headers = ["Track", "Overall", *domains]
+    rows = [[t.capitalize(), r["results"]["Overall"]["acc"], *(r["results"]["Overall-" + d]["acc"] for d in domains)]
+            for t, r in metrics["tracks"].items()]  # fmt: skip
+    return markdown_table(headers, rows)

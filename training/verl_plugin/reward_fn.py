@@ -1,4 +1,4 @@
-"""`compute_score` for verl's `reward.custom_reward_function` (path `pkg://videoseek.training.reward_fn`).
+"""`compute_score` for verl's `reward.custom_reward_function` (path `pkg://videoseek.training.verl_plugin.reward_fn`).
 
 verl's reward manager calls `compute_score(data_source, solution_str, ground_truth, extra_info)`
 once per trajectory. `extra_info` is the parquet row's `extra_info` (with the sample) merged with
@@ -28,7 +28,7 @@ from videoseek.rewards import (
     accuracy_reward,
     score_episode,
 )
-from videoseek.training.records import (
+from videoseek.training.verl_plugin.records import (
     EXTRA_KEY,
     VIEW_KEY,
     episode_view,

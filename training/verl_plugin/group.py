@@ -3,7 +3,7 @@
 verl's v1 trainer (the default) runs the G rollouts of one prompt as G concurrent
 `AgentLoopBase.run` coroutines in one worker process: `AgentLoopWorkerTQ._run_prompt` spawns all
 `rollout.n` sessions of a `uid` together. (verl's legacy trainer does not: it splits the repeated
-batch into equal chunks across workers, which can split a group, so `verl_config.validate`
+batch into equal chunks across workers, which can split a group, so `config.validate`
 refuses it for the group presets.) The group rewards of the seeds need the whole group:
 
 - DM-GRPO (VideoMend §5.2–5.4, seed 002): the masked group (G~ rollouts on the masked video)

@@ -94,10 +94,10 @@ from videoseek.envs.env import EnvConfig, VideoSeekEnv
 from videoseek.envs.sample import VideoSample
 from videoseek.envs.trajectory import Trajectory
 from videoseek.rewards import EpisodeSummary, RewardConfig
-from videoseek.training.episode_dump import dump_key, episode_dump
-from videoseek.training.group import GroupCoordinator
-from videoseek.training.positions import align_positions
-from videoseek.training.records import (
+from videoseek.training.verl_plugin.episode_dump import dump_key, episode_dump
+from videoseek.training.verl_plugin.group import GroupCoordinator
+from videoseek.training.verl_plugin.positions import align_positions
+from videoseek.training.verl_plugin.records import (
     AGENT_NAME,
     EXTRA_KEY,
     episode_view,

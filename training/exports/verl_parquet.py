@@ -30,7 +30,7 @@ from videoseek.agents.policy import Message
 from videoseek.agents.prompting import ZERO_WIDTH_SPACE, initial_messages, placeholder_text
 from videoseek.envs.env import EnvConfig, VideoSeekEnv
 from videoseek.envs.sample import DataError, VideoSample, iter_jsonl
-from videoseek.training.records import AGENT_NAME, sample_to_json
+from videoseek.training.verl_plugin.records import AGENT_NAME, sample_to_json
 
 FRAME_QUALITY = 95
 # Qwen2.5-VL's patch (14) x spatial merge (2): qwen-vl-utils resizes frames to multiples of it.

@@ -23,7 +23,7 @@ import torch
 from videoseek.agents.policy import Message, Policy, PolicyInput, PolicyOutput
 from videoseek.envs.trajectory import Trajectory
 from videoseek.rewards import group_stats
-from videoseek.training.local_grpo import TokenizedEpisode
+from videoseek.training.local_backend.grpo import TokenizedEpisode
 
 MODEL_INPUT_KEYS = ("mm_token_type_ids", "pixel_values", "image_grid_thw", "pixel_values_videos", "video_grid_thw", "second_per_grid_ts")
 

@@ -5,11 +5,11 @@ group `verl.plugins` (`verl/__init__.py`, policy `VERL_USE_EXTERNAL_PLUGINS`, de
 The pyproject declares
 
     [project.entry-points."verl.plugins"]
-    videoseek = "videoseek.training.plugin"
+    videoseek = "videoseek.training.verl_plugin.plugin"
 
 so any Ray worker that imports verl (the trainer's TaskRunner, the agent-loop workers, the
 reward workers) runs this module without a manual import. `VERL_USE_EXTERNAL_MODULES=
-videoseek.training.plugin` does the same where entry points are unavailable (e.g. the package is
+videoseek.training.verl_plugin.plugin` does the same where entry points are unavailable (e.g. the package is
 not installed, only on `PYTHONPATH`).
 
 verl swallows a failing plugin at DEBUG level, so each registration here logs a WARNING with the
@@ -25,8 +25,8 @@ import logging
 logger = logging.getLogger(__name__)
 
 REGISTRATIONS = (
-    "videoseek.training.estimators",  # advantage estimator `videoseek_grpo`
-    "videoseek.training.agent_loop",  # agent loop `videoseek` (@register)
+    "videoseek.training.verl_plugin.estimators",  # advantage estimator `videoseek_grpo`
+    "videoseek.training.verl_plugin.agent_loop",  # agent loop `videoseek` (@register)
 )
 
 

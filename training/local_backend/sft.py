@@ -2,7 +2,7 @@
 
 Each row of an `videoseek export-sft` parquet is one whole episode (question and sparse frames,
 assistant turns, the frames each crop returned, the answer). `load_sft_episodes` reads the rows
-back into the RL renderer's messages (`export_sft.sft_messages`) and tokenises them with the
+back into the RL renderer's messages (`exports.sft.sft_messages`) and tokenises them with the
 policy's own `ConversationRenderer`, so SFT trains on exactly the token layout rollouts produce
 (frames at their real times, Qwen2.5-VL's `second_per_grid_ts`, Qwen3-VL's `<t seconds>`).
 The loss is next-token cross-entropy on the assistant tokens only, each turn's closing
@@ -20,8 +20,8 @@ from typing import Any
 import torch
 
 from videoseek.envs.sample import DataError
-from videoseek.training.local_grpo import TokenizedEpisode, masked_token_logprobs
-from videoseek.training.local_rollout import tokenize_episode
+from videoseek.training.local_backend.grpo import TokenizedEpisode, masked_token_logprobs
+from videoseek.training.local_backend.rollout import tokenize_episode
 
 
 @dataclass
@@ -61,7 +61,7 @@ def sft_renderer(processor: Any) -> Any:
 
 def load_sft_episodes(paths: Sequence[str | Path], processor: Any, max_length: int | None = None) -> list[TokenizedEpisode]:
     """Tokenised episodes of export-sft parquet files, loss on every assistant token."""
-    from videoseek.training.export_sft import sft_messages
+    from videoseek.training.exports.sft import sft_messages
 
     renderer = sft_renderer(processor)
     episodes = []

@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from videoseek.training.records import AGENT_NAME
+from videoseek.training.verl_plugin.records import AGENT_NAME
 
-REWARD_FN_PATH = "pkg://videoseek.training.reward_fn"
+REWARD_FN_PATH = "pkg://videoseek.training.verl_plugin.reward_fn"
 REWARD_FN_NAME = "compute_score"
-AGENT_LOOP_TARGET = "videoseek.training.agent_loop.VideoSeekAgentLoop"
-CONFIGS_DIR = Path(__file__).resolve().parent / "configs"
+AGENT_LOOP_TARGET = "videoseek.training.verl_plugin.agent_loop.VideoSeekAgentLoop"
+CONFIGS_DIR = Path(__file__).resolve().parent.parent / "configs"
 _PLAIN = re.compile(r"^[A-Za-z0-9_./\-+]+$")
 
 

@@ -30,7 +30,7 @@ from verl.trainer.ppo.core_algos import (
     kl_penalty,
 )
 from verl.utils.torch_functional import logprobs_from_logits
-from videoseek.training.estimators import ESTIMATOR_NAME
+from videoseek.training.verl_plugin.estimators import ESTIMATOR_NAME
 
 
 @dataclass

@@ -4,7 +4,7 @@ verl 0.9.1's engine SFT trainer (`python -m verl.trainer.sft_trainer`, config
 `sft_trainer_engine.yaml`) reads parquet rows with `MultiTurnSFTDataset`: a `messages` list whose
 `<video>` placeholders take the row's `videos` entries in order, each message rendered with the
 model's chat template, the loss on assistant messages after their role header. `videoseek
-export-sft` writes exactly that (see `videoseek.training.export_sft`). This module composes the
+export-sft` writes exactly that (see `videoseek.training.exports.sft`). This module composes the
 trainer's config with hydra from verl's own YAML and checks it before a GPU is involved: the
 override keys exist, the files exist, there is at least one full batch, and - with a local model
 folder - verl's own `MultiTurnSFTDataset` tokenises the first row with the model's processor.
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from videoseek.training.verl_config import ConfigError, compose, format_value
+from videoseek.training.verl_plugin.config import ConfigError, compose, format_value
 
 SFT_CONFIG = "sft_trainer_engine"
 
