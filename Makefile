@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.videoseek-installed
 
-.PHONY: demo test install bench learn browser clean
+.PHONY: demo test install bench learn learn-seeds browser clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -30,6 +30,10 @@ test: $(STAMP)
 # Does training learn? From nothing: data, a random model, SFT, GRPO, held-out evaluations (22 min on 2 cores).
 learn: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) training/learn.py --out runs/learn --overwrite
+
+# The same on three seeds (RUN/seed_N each), then per-seed and mean results (about an hour on 2 cores).
+learn-seeds: $(STAMP)
+	OMP_NUM_THREADS=1 $(PY) training/learn.py --out runs/learn-seeds --seeds 0,1,2 --overwrite
 
 bench: $(STAMP)
 	for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

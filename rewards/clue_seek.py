@@ -67,6 +67,10 @@ class ClueSeekParams(BaseModel):
     drop_penalty: float = 0.2
     invalid_penalty: float = 0.1
     min_reward: float = -1.0
+    # Not in the seed (default off, the paper's reward): DeepEyes' conditional tool reward. With it on,
+    # a wrong answer keeps the search's costs (a negative clue-seek) but not its credit, so a
+    # policy cannot buy clue-seek reward with accuracy (applied by `compose.episode_components`).
+    paid_if_correct: bool = False
 
 
 def evidence_trace(calls: Sequence[Sequence[float]], clue_intervals: Sequence[Sequence[float]], duration: float) -> list[dict]:

@@ -237,6 +237,8 @@ def episode_components(
         out["clue_seek"] = float(
             clue_seek_reward(episode.calls, _attr(sample, "clue_intervals", []) or [], episode.duration, episode.invalid_calls, params=config.clue_seek)
         )
+        if config.clue_seek.paid_if_correct and accuracy < config.correct_threshold:
+            out["clue_seek"] = min(out["clue_seek"], 0.0)
     if "grounding" in wanted:
         g = config.grounding
         out["grounding"] = float(

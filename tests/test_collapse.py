@@ -78,3 +78,37 @@ def test_verl_reward_extras_carry_crop_rate_and_format(index_sample):
     env, _ = play(index_sample, ["<think>no look</think><answer>B</answer>"])
     out = compute_score("synthetic", "ignored", "B", extra_info_for(index_sample, env))
     assert out["crop_rate"] == 0.0 and out["valid_format"] == 1.0
+
+
+def test_local_dynamic_sampling_refills_groups_without_spread(tmp_path, index_sample):
+    # DAPO's dynamic sampling, switched on by verl's own key (algorithm.filter_groups): the random tiny
+    # model never writes a valid answer, so every group's rewards are equal; each step asks new questions
+    # until max_num_gen_batches, logs the share of such groups and trains on none of them.
+    pytest.importorskip("verl")
+    import torch
+    import yaml
+
+    from videoseek.agents.tiny_model import ensure_tiny_model
+    from videoseek.envs.sample import write_jsonl
+    from videoseek.envs.trajectory import read_trajectories
+    from videoseek.training import run_csgrpo
+
+    tiny = ensure_tiny_model(cache_dir=tmp_path / "models")
+    pool = [index_sample.model_copy(update={"id": f"q{i}"}) for i in range(5)]
+    data = write_jsonl(pool, tmp_path / "samples.jsonl")
+    config = tmp_path / "fast.yaml"
+    config.write_text(yaml.safe_dump({"max_turn_tokens": 8, "group_size": 2, "batch_size": 1,
+                                      "env": {"initial_frames": 2, "frames_per_call": 2, "max_turns": 1, "max_total_frames": 4, "max_pixels": 112 * 112},
+                                      "overrides": {"algorithm.filter_groups.enable": True, "algorithm.filter_groups.max_num_gen_batches": 3}}))  # fmt: skip
+    before = torch.get_num_threads()
+    try:
+        assert run_csgrpo.main(["--backend", "local", "--model", str(tiny), "--data", str(data), "--steps", "2", "--config", str(config),
+                                "--out", str(tmp_path / "run"), "--threads", "1"]) == 0  # fmt: skip
+    finally:
+        torch.set_num_threads(before)
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    for step, r in enumerate(rows, start=1):
+        played = read_trajectories(tmp_path / "run" / "rollouts" / f"step_{step:04d}")
+        assert r["reward"] == 0.0 and r["groups/zero_std_share"] == 1.0
+        assert r["groups/gen_batches"] == 3 and r["groups/generated"] == 3 == len({t.sample_id for t in played})
+        assert len(played) == 6 and r["episodes"] == 0 and r.get("skipped") == 1.0

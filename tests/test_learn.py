@@ -80,3 +80,16 @@ def test_summary_pairs_stages_by_sample_and_checks_the_claims(curriculum, tmp_pa
 
     learn.plot_curves(tmp_path / "grpo" / "metrics.jsonl", tmp_path / "sft" / "metrics.jsonl", tmp_path / "curves.png")
     assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    acc = {t.sample_id: t.accuracy for t in read_trajectories(tmp_path / "eval" / "grpo")}
+    acc_sft = {t.sample_id: t.accuracy for t in read_trajectories(tmp_path / "eval" / "sft")}
+    assert summary["checks"]["grpo_accuracy_gain_low>0"] == (mean_interval([acc[k] - acc_sft[k] for k in acc])[1] > 0)
+
+    # --seeds: per-seed rows and their mean, from each seed's summary.json
+    worse = json.loads(json.dumps(summary))
+    worse["grpo"]["accuracy"], worse["grpo_minus_sft"]["accuracy"]["mean"], worse["checks"]["grpo_reward_gain_low>0"] = 0.25, -0.75, False
+    report = learn.seeds_report({0: summary, 1: worse})
+    assert report["mean"]["grpo_accuracy"] == (summary["grpo"]["accuracy"] + 0.25) / 2
+    assert report["mean"]["accuracy_gain"] == (summary["grpo_minus_sft"]["accuracy"]["mean"] - 0.75) / 2
+    assert "grpo_reward_gain_low>0" in report["seeds"][1]["checks_failed"] and 1 not in report["passed"]
+    rows = learn.seeds_table(report).splitlines()
+    assert len(rows) == 5 and rows[-1].startswith("| mean |") and "fail: " in rows[3]

@@ -40,3 +40,18 @@ def test_bad_config_names_the_field():
         RewardConfig(preset="nope")
     with pytest.raises(ValidationError, match="weights"):
         RewardConfig(weights={"speed": 1.0})
+
+
+def test_clue_seek_paid_if_correct_keeps_costs_and_drops_credit_of_a_wrong_answer():
+    # DeepEyes' conditional tool reward as a csgrpo option: off by default (the paper's reward).
+    turns = ["<think>look</think><tool_call>{}</tool_call>", "<think>red</think><answer>A</answer>"]
+    good_search = episode(turns, "A", [(4.0, 8.0)])  # the clue exactly, then a wrong answer
+    paper = RewardConfig(preset="csgrpo")
+    gated = RewardConfig(preset="csgrpo", clue_seek={"paid_if_correct": True})
+    assert score_episode(SAMPLE, good_search, paper)[1]["clue_seek"] > 0.5
+    assert score_episode(SAMPLE, good_search, gated)[1]["clue_seek"] == 0.0
+    wasteful = episode(turns, "A", [(0.0, 20.0), (0.0, 20.0), (0.0, 20.0), (0.0, 20.0), (0.0, 20.0)])
+    cost = score_episode(SAMPLE, wasteful, paper)[1]["clue_seek"]
+    assert cost < 0 and score_episode(SAMPLE, wasteful, gated)[1]["clue_seek"] == cost
+    right = episode(turns[:1] + ["<think>blue</think><answer>B</answer>"], "B", [(4.0, 8.0)])
+    assert score_episode(SAMPLE, right, gated) == score_episode(SAMPLE, right, paper)

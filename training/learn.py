@@ -29,6 +29,12 @@ and entropy per step, and the SFT loss with its validation loss on sweeps of a t
 
     python training/learn.py --out runs/learn            # what `make learn` runs
     python training/learn.py --out runs/learn --resume   # skip the stages whose outputs exist
+    python training/learn.py --out runs/learn-seeds --seeds 0,1,2   # `make learn-seeds`: one run per seed
+                                                                    # in RUN/seed_N, then RUN/seeds.json and a table
+
+The GRPO checks compare GRPO with its own SFT checkpoint on the held-out questions, paired by
+question: the mean difference of reward and of accuracy, each with its normal-approximation 95 %
+interval (mean ± 1.96 s/√n, `agents.evaluate.mean_interval`); both lower bounds must be above 0.
 """
 
 from __future__ import annotations
@@ -63,7 +69,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--sft-lr", type=float, default=3e-3, help="SFT peak learning rate (a random tiny model wants ~1e-3; default 3e-3)")
     p.add_argument("--grpo-steps", type=int, default=None, help="GRPO steps (default: the learn_cpu config's)")
     p.add_argument("--eval-temperature", type=float, default=0.0, help="decoding for evaluation (default 0: greedy)")
-    p.add_argument("--seed", type=int, default=0, help="seed of every stage: data, tiny model, SFT, GRPO, evaluation (default 0)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the tiny model, SFT, GRPO and evaluation (default 0; the data sets have their own fixed seeds)")
+    p.add_argument("--seeds", default=None, metavar="S,S,...",
+                   help="run once per seed (RUN/seed_S each), then print per-seed and mean results and write RUN/seeds.json")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--resume", action="store_true", help="keep RUN and skip the stages whose outputs exist")
     group.add_argument("--overwrite", action="store_true", help="delete RUN first")
@@ -88,9 +96,29 @@ def env_flags(env: dict) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.seeds is None:
+        return learn(args)
+    try:
+        seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    except ValueError:
+        raise SystemExit(f"learn: --seeds {args.seeds!r}: expected integers separated by commas, e.g. 0,1,2") from None
+    out = Path(args.out)
+    codes = {}
+    for seed in seeds:
+        print(f"# seed {seed}", flush=True)
+        codes[seed] = learn(argparse.Namespace(**{**vars(args), "seed": seed, "seeds": None, "out": str(out / f"seed_{seed}")}))
+    summaries = {seed: json.loads((out / f"seed_{seed}" / "summary.json").read_text()) for seed in seeds}
+    report = seeds_report(summaries)
+    (out / "seeds.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    print(seeds_table(report))
+    return 1 if any(codes.values()) else 0
+
+
+def learn(args: argparse.Namespace) -> int:
+    """One `make learn` run with `args.seed`."""
     from videoseek.training.verl_plugin.config import load_ready_config
 
-    args = parse_args(argv)
     out = Path(args.out)
     if out.exists() and any(out.iterdir()) and not (args.resume or args.overwrite):
         raise SystemExit(f"learn: {out} is not empty: pass --resume to continue it or --overwrite to start again")
@@ -200,16 +228,18 @@ def write_summary(out: Path, heldout: Path, checkpoints: dict[str, Path], second
     for name in STAGES:
         stages[name]["checkpoint"] = str(checkpoints[name])
     reward_gain = paired_difference(per["sft"], per["grpo"], "reward")
+    accuracy_gain = paired_difference(per["sft"], per["grpo"], "accuracy")
     summary = {
         "heldout_data": str(heldout),
         **{name: stages[name] for name in STAGES},
         "baselines": {name: stages[name] for name in BASELINES},
-        "grpo_minus_sft": {"reward": reward_gain, "accuracy": paired_difference(per["sft"], per["grpo"], "accuracy")},
+        "grpo_minus_sft": {"reward": reward_gain, "accuracy": accuracy_gain},
         "checks": {
             "heldout_episodes>=64": min(stages[s]["episodes"] for s in STAGES) >= 64,
             "sft_valid_format>=0.9": stages["sft"]["valid_format"] >= 0.9,
             "sft_crop_rate>=0.8": stages["sft"]["crop_rate"] >= 0.8,
             "grpo_reward_gain_low>0": reward_gain["interval"][0] > 0,
+            "grpo_accuracy_gain_low>0": accuracy_gain["interval"][0] > 0,
             "grpo_accuracy>no_tool": stages["grpo"]["accuracy"] > stages["no-tool"]["accuracy"],
         },
         "seconds": round(seconds, 1),
@@ -227,6 +257,40 @@ def markdown_table(summary: dict) -> str:
         lines.append(f"| {name} | {m['episodes']} | " + " | ".join(cells) + " |")
     gain = summary["grpo_minus_sft"]["reward"]
     lines.append(f"\nGRPO - SFT held-out mean reward, paired by sample: {gain['mean']:+.3f} [{gain['interval'][0]:+.3f}, {gain['interval'][1]:+.3f}]")
+    return "\n".join(lines)
+
+
+def seeds_report(summaries: dict[int, dict]) -> dict:
+    """Per seed: SFT and GRPO held-out accuracy and reward, GRPO - SFT (paired) and the checks; and their means."""
+    rows = {}
+    for seed, s in summaries.items():
+        rows[seed] = {
+            "sft_accuracy": s["sft"]["accuracy"], "grpo_accuracy": s["grpo"]["accuracy"],
+            "sft_reward": s["sft"]["reward"], "grpo_reward": s["grpo"]["reward"],
+            "accuracy_gain": s["grpo_minus_sft"]["accuracy"], "reward_gain": s["grpo_minus_sft"]["reward"],
+            "checks_failed": [k for k, v in s["checks"].items() if not v],
+        }  # fmt: skip
+    keys = ("sft_accuracy", "grpo_accuracy", "sft_reward", "grpo_reward")
+    mean = {k: sum(r[k] for r in rows.values()) / len(rows) for k in keys}
+    for k in ("accuracy_gain", "reward_gain"):
+        mean[k] = sum(r[k]["mean"] for r in rows.values()) / len(rows)
+    return {"seeds": rows, "mean": mean, "passed": [s for s, r in rows.items() if not r["checks_failed"]]}
+
+
+def seeds_table(report: dict) -> str:
+    """One row per seed and the mean: held-out accuracy and reward of SFT and GRPO, and GRPO - SFT paired by question."""
+    def gain(g: dict) -> str:
+        return f"{g['mean']:+.3f} [{g['interval'][0]:+.3f}, {g['interval'][1]:+.3f}]"
+
+    lines = ["| seed | SFT accuracy | GRPO accuracy | GRPO - SFT accuracy | SFT reward | GRPO reward | GRPO - SFT reward | checks |",
+             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for seed, r in report["seeds"].items():
+        checks = "pass" if not r["checks_failed"] else "fail: " + ", ".join(r["checks_failed"])
+        lines.append(f"| {seed} | {r['sft_accuracy']:.3f} | {r['grpo_accuracy']:.3f} | {gain(r['accuracy_gain'])} | "
+                     f"{r['sft_reward']:.3f} | {r['grpo_reward']:.3f} | {gain(r['reward_gain'])} | {checks} |")  # fmt: skip
+    m = report["mean"]
+    lines.append(f"| mean | {m['sft_accuracy']:.3f} | {m['grpo_accuracy']:.3f} | {m['accuracy_gain']:+.3f} | "
+                 f"{m['sft_reward']:.3f} | {m['grpo_reward']:.3f} | {m['reward_gain']:+.3f} | {len(report['passed'])}/{len(report['seeds'])} |")  # fmt: skip
     return "\n".join(lines)
 
 

@@ -250,6 +250,7 @@ def run_local(args: argparse.Namespace) -> int:
         rollout_metrics,
         step_record,
         training_batch,
+        varied_groups,
     )
     from videoseek.training.verl_plugin.config import (
         ConfigError,
@@ -274,7 +275,10 @@ def run_local(args: argparse.Namespace) -> int:
     # verl's actor config (clip ratios, loss aggregation, KL type and weight): the same numbers a verl run uses.
     cfg = compose(verl_overrides(spec, write_agent_loop_yaml(spec)))
     actor = omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)
-    env_config = EnvConfig(**spec.env, reward=RewardConfig(preset=spec.reward))
+    dynamic = omega_conf_to_dataclass(cfg.algorithm.filter_groups)  # enable, max_num_gen_batches (metric: the reward)
+    if dynamic.enable and dynamic.metric not in (None, "reward"):
+        raise ConfigError(f"algorithm.filter_groups.metric: the local backend filters on the reward only (got {dynamic.metric!r})")
+    env_config = EnvConfig(**spec.env, reward=RewardConfig(preset=spec.reward, **spec.reward_params))
 
     policy = TransformersPolicy(model, device=device, max_new_tokens=spec.max_turn_tokens, temperature=spec.temperature, seed=args.seed)
     reference = copy.deepcopy(policy.model).eval().requires_grad_(False)  # the starting model, also on --resume
@@ -323,11 +327,30 @@ def run_local(args: argparse.Namespace) -> int:
         # Rollouts: G episodes per question with the current policy (+ the preset's perturbed groups), rewards by the preset.
         recorder = RecordingPolicy(policy)
         policy.model.eval()
-        trajectories = run_rollouts(
-            questions, recorder, group_size=spec.group_size, env_config=env_config,
-            out_dir=run_dir / "rollouts" / f"step_{step:04d}", seed=args.seed, step=step, progress=False,
-        )  # fmt: skip
-        batch = training_batch(trajectories, recorder, policy.renderer)
+
+        def play(asked: list) -> list:
+            return run_rollouts(asked, recorder, group_size=spec.group_size, env_config=env_config,
+                                out_dir=run_dir / "rollouts" / f"step_{step:04d}", seed=args.seed, step=step, progress=False)  # fmt: skip
+
+        trajectories = play(questions)
+        varied, generated = varied_groups(trajectories)
+        zero_std_share, gen_batches = 1 - len(varied) / max(1, generated), 1
+        if dynamic.enable:
+            # DAPO's dynamic sampling (verl's algorithm.filter_groups): refill with groups whose rewards differ,
+            # asking only as many new questions as are missing. Refills draw from their own stream, so the
+            # step's first questions (and a resumed run's) are those of a run without it.
+            refill = np.random.default_rng([args.seed, step])
+            while len(varied) < len(questions) and (dynamic.max_num_gen_batches <= 0 or gen_batches < dynamic.max_num_gen_batches):
+                asked = {t.sample_id for t in trajectories}
+                rest = [s for s in samples if s.id not in asked]
+                if not rest:
+                    break
+                more = [rest[i] for i in refill.choice(len(rest), size=min(len(questions) - len(varied), len(rest)), replace=False)]
+                trajectories += play(more)
+                gen_batches += 1
+                varied, generated = varied_groups(trajectories)
+            varied = varied[: len(questions)]
+        batch = training_batch(trajectories, recorder, policy.renderer, groups=set(varied) if dynamic.enable else None)
         t_rollout = time.perf_counter() - t0
 
         # Update: group-normalised advantages, clipped policy loss, KL to the reference (verl's core_algos).
@@ -341,13 +364,14 @@ def run_local(args: argparse.Namespace) -> int:
             update = {"skipped": 1.0}  # every episode failed: nothing to learn from
         write_step_record(run_dir / "rollouts" / f"step_{step:04d}", step_record(
             step, batch, stats, policy.tokenizer, env_config.reward.model_dump(mode="json"), record_tokens=args.record_tokens and stats is not None))
-        row = {"step": step, **rollout_metrics(trajectories), **tool_use_metrics(trajectories), **update, "episodes": len(batch.episodes),
+        groups = {"groups/zero_std_share": zero_std_share, "groups/generated": generated, "groups/gen_batches": gen_batches}
+        row = {"step": step, **rollout_metrics(trajectories), **tool_use_metrics(trajectories), **groups, **update, "episodes": len(batch.episodes),
                "time/rollout_s": t_rollout, "time/step_s": time.perf_counter() - t0}  # fmt: skip
         if str(device).startswith("cuda"):
             row["gpu/max_memory_gb"] = torch.cuda.max_memory_allocated() / 2**30
         metrics_file.write(json.dumps(row) + "\n")
         metrics_file.flush()
-        shown = ("reward", "accuracy", "coverage", "calls", "crop_rate", "valid_format", "loss", "kl", "entropy", "grad_norm")
+        shown = ("reward", "accuracy", "coverage", "calls", "crop_rate", "valid_format", "groups/zero_std_share", "loss", "kl", "entropy", "grad_norm")
         print(f"step {step:4d} " + " ".join(f"{k}={row[k]:.4g}" for k in shown if k in row) + f" ({row['time/step_s']:.1f}s)", flush=True)
         warning = watch.update(step, row.get("crop_rate"))
         if warning:

@@ -78,15 +78,40 @@ class TrainingBatch:
     group_ids: list[str]
 
 
-def training_batch(trajectories: Sequence[Trajectory], recorder: RecordingPolicy, renderer: Any) -> TrainingBatch:
-    """Origin episodes that ran (no failure) with a recorded conversation; perturbed ones only shaped rewards."""
-    kept = [t for t in trajectories if t.group.role == "origin" and not t.failure and t.episode_id in recorder.conversations]
+def training_batch(trajectories: Sequence[Trajectory], recorder: RecordingPolicy, renderer: Any,
+                   groups: Sequence[str] | None = None) -> TrainingBatch:  # fmt: skip
+    """Origin episodes that ran (no failure) with a recorded conversation, of `groups` only when
+    given (dynamic sampling); perturbed episodes only shaped rewards."""
+    kept = [t for t in trajectories if t.group.role == "origin" and not t.failure and t.episode_id in recorder.conversations
+            and (groups is None or t.group.id in groups)]  # fmt: skip
     return TrainingBatch(
         trajectories=kept,
         episodes=[tokenize_episode(renderer, recorder.conversations[t.episode_id]) for t in kept],
         rewards=[float(t.reward) for t in kept],
         group_ids=[t.group.id for t in kept],
     )
+
+
+def varied_groups(trajectories: Sequence[Trajectory]) -> tuple[list[str], int]:
+    """(ids of the origin groups whose episodes' rewards differ, in order; number of origin groups).
+
+    A group whose rewards are all equal (or that has fewer than two episodes that ran) has zero
+    advantage everywhere and gives no policy gradient: DAPO's dynamic sampling drops it.
+
+    >>> from videoseek.envs.trajectory import Trajectory
+    >>> def ep(group, reward):
+    ...     return Trajectory(episode_id=f"{group}/{reward}", sample_id=group, policy="p", group={"id": group}, reward=reward)
+    >>> varied_groups([ep("a", 1.0), ep("a", 1.0), ep("b", 0.0), ep("b", 2.0)])
+    (['b'], 2)
+    """
+    rewards: dict[str, list[float]] = {}
+    for t in trajectories:
+        if t.group.role == "origin":
+            rewards.setdefault(t.group.id, [])
+            if not t.failure:
+                rewards[t.group.id].append(float(t.reward))
+    varied = [g for g, r in rewards.items() if group_stats(r)[1]]
+    return varied, len(rewards)
 
 
 def rollout_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:

@@ -44,6 +44,7 @@ class TrainSpec:
     val_files: list[str]
     out: str
     reward: str = "csgrpo"
+    reward_params: dict[str, Any] = field(default_factory=dict)  # RewardConfig fields beyond the preset, e.g. {"clue_seek": {"paid_if_correct": True}}
     group_size: int = 4
     steps: int = 2
     batch_size: int = 2
@@ -109,7 +110,7 @@ def format_override(key: str, value: Any) -> str:
 
 def agent_loop_entries(spec: TrainSpec) -> list[dict[str, Any]]:
     """The agent-loop YAML verl loads (`rollout.agent.agent_loop_config_path`); extra keys become kwargs."""
-    options = {"reward": {"preset": spec.reward}, "env": dict(spec.env), "max_turn_tokens": spec.max_turn_tokens, "seed": spec.seed, **spec.loop}
+    options = {"reward": {"preset": spec.reward, **spec.reward_params}, "env": dict(spec.env), "max_turn_tokens": spec.max_turn_tokens, "seed": spec.seed, **spec.loop}
     return [{"name": AGENT_NAME, "_target_": AGENT_LOOP_TARGET, "videoseek": options}]
 
 
