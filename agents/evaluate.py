@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from videoseek.envs.trajectory import Trajectory
 
 
@@ -131,8 +130,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_samples(run_dir: Path, data: Path | None) -> dict[str, Any]:
     """The samples of a run by id: from `data`, or from the files `run_dir/run.json` names."""
-    from videoseek.cli import UserError
     from videoseek.envs.sample import VideoSample
+
+    from videoseek.cli import UserError
 
     if data is not None:
         paths = [data]
@@ -158,9 +158,9 @@ def benchmark_metrics(name: str, trajs: Sequence[Trajectory], samples: dict[str,
     """(metrics, table) of benchmark `name` over `trajs`; `UserError` (one line) for an unknown
     benchmark, a module that cannot be imported, a --judge it does not take (or cannot build or
     reach), or data it cannot score. `verdicts`: the judge's verdict cache (JSONL)."""
-    import inspect
 
     from videoseek.envs.benchmarks import benchmark_module
+
     from videoseek.cli import UserError
 
     try:
@@ -171,11 +171,15 @@ def benchmark_metrics(name: str, trajs: Sequence[Trajectory], samples: dict[str,
         raise UserError(f"--benchmark {name}: its module cannot be imported ({exc})") from None
     kwargs: dict[str, Any] = {}
     if judge is not None:
-        if "judge" not in inspect.signature(module.benchmark_metrics).parameters:
+        if not hasattr(module, "JUDGE_PROMPTS"):
             raise UserError(f"--judge: benchmark {name} has no judged answers")
-        kwargs["judge"] = judge
-        if verdicts is not None and "verdicts" in inspect.signature(module.benchmark_metrics).parameters:
-            kwargs["verdicts"] = verdicts
+        from videoseek.agents.judge import JudgeError, judge_from_spec
+
+        try:
+            kwargs["judge"] = judge_from_spec(judge, *module.JUDGE_PROMPTS, cache=verdicts, max_tokens=512)
+        except (JudgeError, ImportError) as exc:
+            raise UserError(f"--benchmark {name}: {str(exc).splitlines()[0]}") from None
+        kwargs["judge_name"] = judge
     try:
         metrics = module.benchmark_metrics(trajs, samples, **kwargs)
     except (ValueError, KeyError, ImportError) as exc:  # ImportError: a --judge backend not installed
@@ -187,8 +191,8 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
-
     from videoseek.envs.trajectory import read_episode_dump, read_trajectories
+
     from videoseek.cli import UserError
 
     path = args.run / "trajectories.jsonl"

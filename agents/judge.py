@@ -20,7 +20,7 @@ comes from the caller, so a benchmark metric and a judged training reward can sh
 - `ReplayJudge(path)` (``file:VERDICTS.jsonl``): the verdicts of such a file, no model at all; a
   triple it has no verdict for is an error.
 
-`judge_from_spec` reads ``openai:URL[#MODEL]`` and ``file:PATH``. Every error a user can cause
+`judge_from_spec` reads ``openai:URL[#MODEL]``, ``file:PATH``, ``hf:PATH`` and ``vllm:PATH``. Every error a user can cause
 (a bad spec, an unreachable server, a malformed verdicts file) is a `JudgeError`, one line.
 """
 
@@ -59,7 +59,7 @@ def parse_spec(spec: str) -> tuple[str, str, str | None]:
         if url.startswith(("http://", "https://")) and len(url.split("://", 1)[1].strip("/")) > 0:
             return "openai", url, model or None
         raise JudgeError(f"--judge {spec!r}: expected openai:http(s)://HOST:PORT/v1[#MODEL]")
-    raise JudgeError(f"--judge {spec!r}: expected openai:URL[#MODEL] or file:VERDICTS.jsonl")
+    raise JudgeError(f"--judge {spec!r}: expected openai:URL[#MODEL], file:VERDICTS.jsonl, hf:PATH or vllm:PATH")
 
 
 class OpenAIJudge:
@@ -216,12 +216,50 @@ class ReplayJudge:
 
 
 def judge_from_spec(spec: str, system_prompt: str, template: str, cache: Path | None = None,
-                    **client_args: Any) -> OpenAIJudge | CachedJudge | ReplayJudge:
+                    **client_args: Any) -> Callable[[str, str, str], str]:
     """The judge of ``openai:URL[#MODEL]`` (behind a `CachedJudge` at `cache` when given, named
-    ``openai:MODEL``, or ``openai:URL`` without a model) or ``file:PATH`` (a `ReplayJudge`).
-    `client_args` go to `OpenAIJudge`."""
+    ``openai:MODEL``, or ``openai:URL`` without a model), ``file:PATH`` (a `ReplayJudge`), or
+    ``hf:PATH`` / ``vllm:PATH`` (`local_judge`, the model loaded now; behind a `CachedJudge`
+    named by the spec). `client_args` go to `OpenAIJudge` (``max_tokens`` to a local judge too)."""
+    kind, _, path = spec.partition(":")
+    if kind in ("hf", "vllm") and path:
+        judge = local_judge(kind, path, system_prompt, template, int(client_args.get("max_tokens", 512)))
+        return judge if cache is None else CachedJudge(judge, cache, spec, workers=1)  # one model, one call at a time
     kind, target, model = parse_spec(spec)
     if kind == "file":
         return ReplayJudge(Path(target))
     judge = OpenAIJudge(target, model, system_prompt, template, **client_args)
     return judge if cache is None else CachedJudge(judge, cache, f"openai:{model or target}")
+
+
+def local_judge(kind: str, path: str, system_prompt: str, template: str, max_new_tokens: int = 512) -> Callable[[str, str, str], str]:
+    """A judge on a model loaded in this process: ``hf`` (transformers ``generate``, as V-STaR's
+    eval.py runs its judge) or ``vllm`` (the model's default sampling settings, as ``generate``
+    uses them)."""
+
+    def messages(question: str, reference: str, candidate: str) -> list[dict[str, str]]:
+        return [{"role": "system", "content": system_prompt}, {"role": "user", "content": template.format(question, reference, candidate)}]
+
+    if kind == "vllm":
+        from vllm import LLM
+
+        llm = LLM(model=path)
+        params = llm.get_default_sampling_params()
+        params.max_tokens = max_new_tokens
+
+        def judge_vllm(question: str, reference: str, candidate: str) -> str:
+            return llm.chat(messages(question, reference, candidate), params, use_tqdm=False)[0].outputs[0].text
+
+        return judge_vllm
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(path, torch_dtype="auto", device_map="auto")
+    tokenizer = AutoTokenizer.from_pretrained(path)
+
+    def judge_hf(question: str, reference: str, candidate: str) -> str:
+        text = tokenizer.apply_chat_template(messages(question, reference, candidate), tokenize=False, add_generation_prompt=True)
+        inputs = tokenizer([text], return_tensors="pt").to(model.device)
+        out = model.generate(**inputs, max_new_tokens=max_new_tokens)
+        return tokenizer.batch_decode(out[:, inputs.input_ids.shape[1]:], skip_special_tokens=True)[0]
+
+    return judge_hf

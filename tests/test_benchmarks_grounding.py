@@ -289,8 +289,8 @@ def test_cli_missing_benchmark_modules_are_one_line_errors(tmp_path, capsys, mon
     assert err.startswith("videoseek convert: error: benchmark 'vstar': its converter module cannot be imported") and "\n" not in err
     data = tmp_path / "c.jsonl"
     assert main(["convert", "--from", "charades-sta", str(CHARADES), "--out", str(data)]) == 0
-    monkeypatch.setitem(env_benchmarks.BENCHMARKS, "charades-sta", "no_such_module")
     _write_run(tmp_path / "run", _charades_run()[0], data)
+    monkeypatch.setitem(env_benchmarks.BENCHMARKS, "charades-sta", "no_such_module")
     assert main(["eval", str(tmp_path / "run"), "--benchmark", "charades-sta"]) == 2
     assert "--benchmark charades-sta: its module cannot be imported" in capsys.readouterr().err
 
@@ -301,7 +301,7 @@ def test_show_mapping_and_lazy_imports(capsys):
     assert "bboxes[k]" in FIELD_MAPS["vstar"] and "vstar" in FIELD_MAPS and "charades-sta" in list(FIELD_MAPS)
     code = ("import sys; from videoseek.envs.convert import convert_files, FIELD_MAPS; FIELD_MAPS['open-o3']; "
             "convert_files([sys.argv[1]], 'charades-sta'); "
-            "print(sorted(m for m in sys.modules if m.startswith('videoseek.envs.benchmarks.')))")
+            "print(sorted(m for m in sys.modules if m.startswith('videoseek.envs.benchmarks.') and '._' not in m))")  # shared helpers aside
     out = subprocess.run([sys.executable, "-c", code, str(CHARADES)], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "['videoseek.envs.benchmarks.charades_sta']"
 
@@ -321,9 +321,9 @@ def test_cli_eval_vstar_with_and_without_a_judge(tmp_path, capsys, monkeypatch):
     assert main(["eval", str(run), "--benchmark", "vstar"]) == 0
     assert "Judge: rouge_judge (offline substitute" in capsys.readouterr().out
     seen = []
-    monkeypatch.setattr(vs_metrics, "llm_judge", lambda spec, **kw: seen.append(spec) or _fixed_judge)
+    monkeypatch.setattr(judge_mod, "judge_from_spec", lambda spec, *prompts, **kw: seen.append((spec, prompts)) or _fixed_judge)
     assert main(["eval", str(run), "--benchmark", "vstar", "--judge", "vllm:/models/Qwen2.5-72B-Instruct"]) == 0
-    assert "| Overall | 5 | 20.00 | 20.00 | 43.17 |" in capsys.readouterr().out and seen == ["vllm:/models/Qwen2.5-72B-Instruct"]
+    assert "| Overall | 5 | 20.00 | 20.00 | 43.17 |" in capsys.readouterr().out and seen == [("vllm:/models/Qwen2.5-72B-Instruct", vs_metrics.JUDGE_PROMPTS)]
     written = json.loads((run / "metrics.json").read_text())["benchmark"]
     assert written["judge"] == "vllm:/models/Qwen2.5-72B-Instruct" and written["overall"]["mAM"] == pytest.approx(0.3284, abs=5e-5)
 

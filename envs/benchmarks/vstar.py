@@ -54,12 +54,12 @@ A V-STaR record is five samples (see `videoseek.envs.benchmarks.vstar`); their a
 
 **The judge.** eval.py rates the what-answer with Qwen2.5-72B-Instruct (`SYSTEM_PROMPT`,
 `USER_TEMPLATE`, the reply read with ``int()``, -1 when it is not an integer). ``judge`` takes any
-callable ``(question, groundtruth, candidate) -> reply``; `llm_judge(spec)` builds one from
-``videoseek eval --judge``: ``openai:URL[#MODEL]`` (a served judge, ``vllm serve`` / SGLang, over
-the OpenAI API at temperature 0; `videoseek.agents.judge`), ``file:VERDICTS.jsonl`` (the replay of
-a verdicts file), ``hf:PATH`` or ``vllm:PATH`` (the model loaded in this process). Given
-``verdicts=PATH`` every LLM judge's reply goes to that JSONL file, keyed by the exact (question,
-groundtruth, candidate), and is reused from it on re-scoring. Without one, the default is a deterministic
+callable ``(question, groundtruth, candidate) -> reply``; ``videoseek eval --judge SPEC`` builds one
+with `videoseek.agents.judge.judge_from_spec` and eval.py's prompts (`JUDGE_PROMPTS`):
+``openai:URL[#MODEL]`` (a served judge, ``vllm serve`` / SGLang, over the OpenAI API at temperature
+0), ``file:VERDICTS.jsonl`` (the replay of a verdicts file), ``hf:PATH`` or ``vllm:PATH`` (the model
+loaded in that process); every LLM judge's reply goes to the run's verdicts file, keyed by the
+exact (question, groundtruth, candidate), and is reused from it on re-scoring. Without one, the default is a deterministic
 substitute, `rouge_judge`: the rating ``min(3, floor(4 * ROUGE))`` of the repository's ROUGE
 (mean of ROUGE-1/2/L F1, `videoseek.rewards.rouge.rouge_avg`), so "correct" means ROUGE >= 0.5.
 Its Acc (and so AM, LGM) is not V-STaR's; the grounding metrics do not depend on the judge.
@@ -306,8 +306,10 @@ Lastly, a rating of 3 indicates complete similarity, which means the candidate a
 Your response should be a single integer from 0, 1, 2, or 3.
 """
 USER_TEMPLATE = "Question: {}\nGroundtruth answer: {}\nCandidate answer: {}\nYour response: "
+JUDGE_PROMPTS = (SYSTEM_PROMPT, USER_TEMPLATE)  # what `videoseek eval --judge` gives the judge it builds
 
 Judge = Callable[[str, str, str], Any]
+
 
 
 # ---- reading the answers (inference_demo.py) ---------------------------------------------------
@@ -444,55 +446,6 @@ def rouge_judge(question: str, groundtruth: str, candidate: str) -> str:
     return str(min(3, int(4 * rouge_avg(candidate, groundtruth))))
 
 
-def llm_judge(spec: str, max_new_tokens: int = 512, verdicts: Path | None = None) -> Judge:
-    """eval.py's judge (its system prompt and template): ``openai:URL[#MODEL]`` (a served model
-    over the OpenAI API, temperature 0, contacted on the first verdict the file lacks),
-    ``file:VERDICTS.jsonl`` (replayed, no model), ``hf:PATH`` (transformers ``generate``, as eval.py
-    runs it) or ``vllm:PATH`` (vLLM, the model's default sampling settings, as ``generate`` uses
-    them; both load the model now). With `verdicts`, every reply of a model judge is written to that
-    JSONL file and reused from it (`videoseek.agents.judge.CachedJudge`)."""
-    from videoseek.agents.judge import CachedJudge, judge_from_spec
-
-    kind, _, path = spec.partition(":")
-    if kind in ("openai", "file"):
-        return judge_from_spec(spec, SYSTEM_PROMPT, USER_TEMPLATE, cache=verdicts, max_tokens=max_new_tokens)
-    if kind not in ("hf", "vllm") or not path:
-        raise ValueError(f"--judge {spec!r}: expected openai:URL[#MODEL], file:VERDICTS.jsonl, hf:PATH or vllm:PATH")
-    judge = _local_judge(kind, path, max_new_tokens)
-    return judge if verdicts is None else CachedJudge(judge, verdicts, spec, workers=1)  # one model, one call at a time
-
-
-def _local_judge(kind: str, path: str, max_new_tokens: int) -> Judge:
-    """eval.py's judge on a model loaded in this process (``hf`` or ``vllm``)."""
-
-    def messages(question: str, gt: str, candidate: str) -> list[dict[str, str]]:
-        return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": USER_TEMPLATE.format(question, gt, candidate)}]
-
-    if kind == "vllm":
-        from vllm import LLM
-
-        llm = LLM(model=path)
-        params = llm.get_default_sampling_params()
-        params.max_tokens = max_new_tokens
-
-        def judge_vllm(question: str, gt: str, candidate: str) -> str:
-            return llm.chat(messages(question, gt, candidate), params, use_tqdm=False)[0].outputs[0].text
-
-        return judge_vllm
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    model = AutoModelForCausalLM.from_pretrained(path, torch_dtype="auto", device_map="auto")
-    tokenizer = AutoTokenizer.from_pretrained(path)
-
-    def judge_hf(question: str, gt: str, candidate: str) -> str:
-        text = tokenizer.apply_chat_template(messages(question, gt, candidate), tokenize=False, add_generation_prompt=True)
-        inputs = tokenizer([text], return_tensors="pt").to(model.device)
-        out = model.generate(**inputs, max_new_tokens=max_new_tokens)
-        return tokenizer.batch_decode(out[:, inputs.input_ids.shape[1]:], skip_special_tokens=True)[0]
-
-    return judge_hf
-
-
 # ---- aggregation (eval.py evaluate_json, print_stats) ------------------------------------------
 def length_bin(video_length: float) -> str:
     """eval.py's length bins: Short < 60 s, Medium < 180 s, else Long."""
@@ -543,8 +496,8 @@ def _summary(stats: dict[str, Any], total: int) -> dict[str, Any]:
     return out
 
 
-def benchmark_metrics(trajectories: Sequence[Trajectory], samples: dict[str, VideoSample], judge: Judge | str | None = None,
-                      verdicts: Path | None = None) -> dict[str, Any]:
+def benchmark_metrics(trajectories: Sequence[Trajectory], samples: dict[str, VideoSample], judge: Judge | None = None,
+                      judge_name: str | None = None) -> dict[str, Any]:
     """V-STaR's numbers as eval.py ``evaluate_json`` computes them (V-STaR-Bench/V-STaR @ 1894682).
 
     Per record: the what-answer's rating (``judge``, default `rouge_judge`; correct when >= 2),
@@ -555,14 +508,11 @@ def benchmark_metrics(trajectories: Sequence[Trajectory], samples: dict[str, Vid
     and mLGM the means over the two chains; "combined": shares of records correct and grounded
     (rating >= 2, tIoU >= 0.3, m_vIoU >= 0.1, each pair and all three), per chain. The records
     are those with an answered sample in the run; a step without an episode has an empty answer.
-    A spec `judge` is built by `llm_judge` (with `verdicts`, its verdict file); a judge with a
-    ``many(triples)`` method is asked every what-answer at once, and its ``summary()`` (the
-    verdict file, replies asked and reused) is ``metrics["verdicts"]``.
+    A judge with a ``many(triples)`` method is asked every what-answer at once, and its
+    ``summary()`` (the verdict file, replies asked and reused) is ``metrics["verdicts"]``;
+    ``metrics["judge"]`` is `judge_name` (default: the judge's ``__name__``).
     """
-    if isinstance(judge, str):
-        judge_name, judge = judge, llm_judge(judge, verdicts=verdicts)
-    else:
-        judge_name = getattr(judge, "__name__", "custom") if judge is not None else "rouge_judge"
+    judge_name = judge_name or (getattr(judge, "__name__", "custom") if judge is not None else "rouge_judge")
     judge = judge or rouge_judge
     answers = benchmark_answers(trajectories, samples, NAME)
     records: dict[tuple[int, str], dict[str, Any]] = {}
