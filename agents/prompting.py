@@ -76,7 +76,11 @@ ZERO_WIDTH_SPACE = "\u200b"
 
 # Qwen's ChatML with Hermes tools, as Qwen2.5 and Qwen3 render system prompts, tool schemas, tool
 # responses (`<tool_response>` inside a user turn) and vision items, but with every message
-# rendered verbatim and independently of later messages (see the module docstring).
+# rendered verbatim and independently of later messages (see the module docstring). An assistant
+# message given as parsed fields (`reasoning_content`, `content`, `tool_calls`: what TRL's response
+# parser returns) is written back in the protocol's own form, `<think>...</think>` then one-line
+# `<tool_call>{"name": ..., "arguments": ...}</tool_call>`; the renderer never passes those fields,
+# so its assistant turns stay verbatim text.
 VIDEOSEEK_CHAT_TEMPLATE = (
     "{%- macro render_content(content) -%}"
     "{%- if content is string -%}{{- content -}}"
@@ -104,6 +108,16 @@ VIDEOSEEK_CHAT_TEMPLATE = (
     "{%- for message in rest -%}"
     "{%- if message.role == 'tool' -%}"
     "{{- '<|im_start|>user\\n<tool_response>\\n' + render_content(message.content) + '\\n</tool_response><|im_end|>\\n' -}}"
+    "{%- elif message.role == 'assistant' and (message.tool_calls or message.reasoning_content) -%}"
+    "{{- '<|im_start|>assistant\\n' -}}"
+    "{%- if message.reasoning_content -%}{{- '<think>' + message.reasoning_content + '</think>' -}}{%- endif -%}"
+    "{{- render_content(message.content) if message.content is not none else '' -}}"
+    "{%- for call in message.tool_calls or [] -%}"
+    "{%- set call = call.function if call.function is defined else call -%}"
+    "{{- '<tool_call>{\"name\": ' + (call.name | tojson) + ', \"arguments\": ' -}}"
+    "{{- (call.arguments if call.arguments is string else (call.arguments | tojson)) + '}</tool_call>' -}}"
+    "{%- endfor -%}"
+    "{{- '<|im_end|>\\n' -}}"
     "{%- else -%}"
     "{{- '<|im_start|>' + message.role + '\\n' + render_content(message.content) + '<|im_end|>\\n' -}}"
     "{%- endif -%}"
