@@ -6,9 +6,10 @@
 TRL renders each prompt with the model's processor, generates, parses `<tool_call>`s with its
 response parser, runs `VideoSeekTRLEnv.crop_video` (frames come back as images), and scores the
 answer with the env's reward preset (`--reward`; per-episode presets only: csgrpo, default, prr).
-The model's chat template must render assistant `tool_calls` and tool turns with images: the
-project's template (`--chat-template videoseek`, the default) does; docs/training.md, "Three
-ways to train", says what this path gives and what it loses against VideoSeekAgentLoop.
+The processor gets the project's chat template (`VIDEOSEEK_CHAT_TEMPLATE`), which renders
+assistant `tool_calls` and tool turns with images (Qwen2.5-VL's own renders no `tool_calls`).
+docs/training.md, "Three ways to train", says what this path gives and what it loses against
+VideoSeekAgentLoop.
 """
 
 from __future__ import annotations
@@ -27,8 +28,6 @@ def main() -> None:
     parser.add_argument("--reward", default="csgrpo", help="per-episode reward preset")
     parser.add_argument("--num-generations", type=int, default=2)
     parser.add_argument("--max-completion-length", type=int, default=512, help="tokens per rollout, tool turns and their images included")
-    parser.add_argument("--chat-template", default="videoseek", choices=["videoseek", "model"],
-                        help="videoseek: the project's template (renders tool calls and tool images); model: the checkpoint's own")
     parser.add_argument("--bf16", action="store_true")
     args = parser.parse_args()
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
@@ -49,8 +48,7 @@ def main() -> None:
         data = out / "data" / "samples.jsonl"
     model_path = args.model or str(ensure_tiny_model())
     processor = AutoProcessor.from_pretrained(model_path)
-    if args.chat_template == "videoseek":
-        processor.chat_template = VIDEOSEEK_CHAT_TEMPLATE
+    processor.chat_template = VIDEOSEEK_CHAT_TEMPLATE
     model = AutoModelForImageTextToText.from_pretrained(model_path)
     trainer = GRPOTrainer(
         model=model,
