@@ -43,11 +43,13 @@ def videoseek_reward(completions: list, environments: list, log_metric: Callable
         raise ValueError("videoseek_reward needs GRPOTrainer(environment_factory=videoseek.integrations.trl.environment_factory(...))")
     results = [env._finish(final_turn_text(c)) for c, env in zip(completions, environments, strict=True)]
     if log_metric is not None and results:
-        for name in sorted({k for _, comps in results for k in comps}):
-            log_metric(f"videoseek/{name}", float(np.mean([comps.get(name, 0.0) for _, comps in results])))
         trajs = [env.env.trajectory for env in environments]
-        log_metric("videoseek/accuracy", float(np.mean([t.accuracy or 0.0 for t in trajs])))
-        log_metric("videoseek/calls", float(np.mean([len(t.calls) for t in trajs])))
+        # accuracy is recorded whether the preset weighs it or not; the components may hold it too
+        metrics = {"accuracy": [t.accuracy or 0.0 for t in trajs], "calls": [len(t.calls) for t in trajs]}
+        for name in sorted({k for _, comps in results for k in comps}):
+            metrics[name] = [comps.get(name, 0.0) for _, comps in results]
+        for name, values in metrics.items():
+            log_metric(f"videoseek/{name}", float(np.mean(values)))
     return [total for total, _ in results]
 
 
