@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip setuptools wheel
 	# torch/torchvision are pinned in the `model` extra to the builds on this machine's disk.
-	$(PIP) install -q -e '.[model,train,data,judge,dev]'
+	$(PIP) install -q -e '.[model,train,trl,data,judge,dev]'
 	# verl's own requirement list pins CUDA stacks; its import needs come with the `train` extra.
 	$(PIP) install -q --no-deps 'verl==0.9.1'
 	# SAM2 (optional `annotate` extra) builds without isolation so it uses the torch above.

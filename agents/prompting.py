@@ -76,8 +76,31 @@ ZERO_WIDTH_SPACE = "\u200b"
 
 # Qwen's ChatML with Hermes tools, as Qwen2.5 and Qwen3 render system prompts, tool schemas, tool
 # responses (`<tool_response>` inside a user turn) and vision items, but with every message
-# rendered verbatim and independently of later messages (see the module docstring).
-VIDEOSEEK_CHAT_TEMPLATE = (
+# rendered verbatim and independently of later messages (see the module docstring). An assistant
+# message given as parsed fields (`reasoning_content`, `content`, `tool_calls`: what TRL's response
+# parser returns) is written back in the protocol's own form, `<think>...</think>` then one-line
+# `<tool_call>{"name": ..., "arguments": ...}</tool_call>`; the renderer never passes those fields,
+# so its assistant turns stay verbatim text.
+_TOOL_CALLS_BRANCH = (
+    "{%- elif message.role == 'assistant' and (message.tool_calls or message.reasoning_content) -%}"
+    "{{- '<|im_start|>assistant\\n' -}}"
+    "{%- if message.reasoning_content -%}{{- '<think>' + message.reasoning_content + '</think>' -}}{%- endif -%}"
+    "{{- render_content(message.content) if message.content is not none else '' -}}"
+    "{%- for call in message.tool_calls or [] -%}"
+    "{%- set call = call.function if call.function is defined else call -%}"
+    "{{- '<tool_call>{\"name\": ' + (call.name | tojson) + ', \"arguments\": ' -}}"
+    "{{- (call.arguments if call.arguments is string else (call.arguments | tojson)) + '}</tool_call>' -}}"
+    "{%- endfor -%}"
+    "{{- '<|im_end|>\\n' -}}"
+)
+_TOOL_TURN = (
+    "{%- if message.role == 'tool' -%}"
+    "{{- '<|im_start|>user\\n<tool_response>\\n' + render_content(message.content) + '\\n</tool_response><|im_end|>\\n' -}}"
+)
+# The template before the tool-calls branch: the tiny tokenizer is trained on this text
+# (`agents.tiny_model.training_corpus`), so the branch leaves the tiny models' vocabularies, and
+# every run recorded with them, as they were.
+VIDEOSEEK_BASE_CHAT_TEMPLATE = (
     "{%- macro render_content(content) -%}"
     "{%- if content is string -%}{{- content -}}"
     "{%- else -%}{%- for item in content -%}"
@@ -110,6 +133,7 @@ VIDEOSEEK_CHAT_TEMPLATE = (
     "{%- endfor -%}"
     "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
 )
+VIDEOSEEK_CHAT_TEMPLATE = VIDEOSEEK_BASE_CHAT_TEMPLATE.replace(_TOOL_TURN, _TOOL_TURN + _TOOL_CALLS_BRANCH, 1)
 
 
 class TemplateError(ValueError):

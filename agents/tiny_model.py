@@ -104,10 +104,10 @@ def _corpus_line(rng: random.Random) -> str:
 
 def training_corpus(seed: int, lines: int = 4000) -> list[str]:
     """Seeded protocol text for the tokenizer, plus the system prompt, tool schema and chat template's fixed text."""
-    from videoseek.agents.prompting import CROP_VIDEO_TOOL, SYSTEM_PROMPT, VIDEOSEEK_CHAT_TEMPLATE
+    from videoseek.agents.prompting import CROP_VIDEO_TOOL, SYSTEM_PROMPT, VIDEOSEEK_BASE_CHAT_TEMPLATE
 
     rng = random.Random(seed)
-    fixed = [SYSTEM_PROMPT, json.dumps(CROP_VIDEO_TOOL), VIDEOSEEK_CHAT_TEMPLATE]
+    fixed = [SYSTEM_PROMPT, json.dumps(CROP_VIDEO_TOOL), VIDEOSEEK_BASE_CHAT_TEMPLATE]
     return fixed * 20 + [_corpus_line(rng) for _ in range(lines)]
 
 

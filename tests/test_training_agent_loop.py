@@ -54,7 +54,7 @@ class TinyModelServer(FakeVLLMServer):
         self.calls = 0
 
     async def generate(self, prompt_ids, sampling_params, request_id, image_data=None, video_data=None, audio_data=None, mm_processor_kwargs=None, priority=0, kv_transfer_params=None):
-        prompt_ids = self._check_videos(list(prompt_ids), video_data, mm_processor_kwargs)  # what vLLM runs: each video expanded
+        prompt_ids = self._check_vision(list(prompt_ids), image_data, video_data, mm_processor_kwargs)  # what vLLM runs: each video expanded
         inputs = {"input_ids": torch.tensor([prompt_ids]), "attention_mask": torch.ones(1, len(prompt_ids), dtype=torch.long)}
         if video_data:
             frames, metadata = zip(*video_data)

@@ -11,9 +11,10 @@ What is emulated, and why:
 - `FakeVLLMServer`: verl's vLLM server actor (`vLLMHttpServer.generate`, needs CUDA). Same
   signature (no **kwargs: an unknown argument fails as it would there), same handling of
   `max_tokens` / `logprobs`, the same `TokenOutput` with `extra_fields={"global_steps": ...}`, and
-  vLLM's re-expansion of each video (verl's pad dedup, then vLLM's placeholder rule emulated by
-  `gpu_probe.vllm_expand_prompt` with the request's `mm_processor_kwargs`): a prompt without
-  exactly one placeholder per video fails, and each request records the ids vLLM would run
+  vLLM's re-expansion of each image and video (verl's pad dedup, then vLLM's placeholder rule:
+  images by their grid from the image processor, videos emulated by `gpu_probe.vllm_expand_prompt`
+  with the request's `mm_processor_kwargs`): a prompt without exactly one placeholder per image
+  and per video fails, and each request records the ids vLLM would run
   (`expanded_ids`), which tests compare with the ids verl trains on.
   Turns come from a script (text, token ids, or an exception to raise).
 - `RayHandle` / `FakeLoadBalancer`: Ray's actor transport (`handle.method.remote(...)`) in-process.
@@ -136,6 +137,8 @@ class FakeVLLMServer:
         self.global_steps = global_steps
         self.end_id = self.tokenizer.convert_tokens_to_ids("<|im_end|>")
         self.video_pad = self.tokenizer.convert_tokens_to_ids("<|video_pad|>")
+        self.image_pad = self.tokenizer.convert_tokens_to_ids("<|image_pad|>")
+        self.lengths: tuple[int, int] | None = None  # (rollout.prompt_length, rollout.response_length): the default max_tokens
         self.vision_start = self.tokenizer.convert_tokens_to_ids("<|vision_start|>")
         self.requests: list[dict[str, Any]] = []
         self.conversations: list[tuple[list[int], int, int]] = []  # (tokens so far, script, turns taken)
@@ -166,9 +169,26 @@ class FakeVLLMServer:
         with self.lock:
             self.conversations.append((list(prompt_ids) + ids, *state))
 
-    def _check_videos(self, prompt_ids: list[int], video_data, mm_processor_kwargs) -> list[int]:
-        """The ids vLLM would run for this request: verl's dedup, then each placeholder expanded (emulated)."""
-        sent = qwen2_5_vl_dedup_image_tokens(list(prompt_ids), self.processor)
+    def _expand_images(self, sent: list[int], image_data) -> list[int]:
+        """vLLM's Qwen-VL image rule (emulated): the k-th `<|image_pad|>` becomes the k-th image's
+        t * h * w / merge**2 pads, its grid from the HF image processor alone; one placeholder per image."""
+        images = list(image_data or [])
+        found = sent.count(self.image_pad)
+        assert found == len(images), f"vLLM would not expand this prompt into its images: {found} placeholders for {len(images)} images"
+        if not images:
+            return sent
+        grids = self.processor.image_processor(images=images, return_tensors="pt")["image_grid_thw"]
+        merge = int(self.processor.image_processor.merge_size) ** 2
+        pads = iter(int(g.prod()) // merge for g in grids)
+        out: list[int] = []
+        for token in sent:
+            out += [self.image_pad] * next(pads) if token == self.image_pad else [token]
+        return out
+
+    def _check_vision(self, prompt_ids: list[int], image_data, video_data, mm_processor_kwargs) -> list[int]:
+        """The ids vLLM would run for this request: verl's dedup, then each placeholder expanded (emulated),
+        images (tool-returned frames on verl's `ToolAgentLoop`) and videos alike."""
+        sent = self._expand_images(qwen2_5_vl_dedup_image_tokens(list(prompt_ids), self.processor), image_data)
         if not video_data:
             assert self.video_pad not in sent, "video placeholders but no videos"
             return sent
@@ -191,12 +211,17 @@ class FakeVLLMServer:
     ) -> TokenOutput:
         await asyncio.sleep(0)
         sampling_params = dict(sampling_params)
-        max_tokens = sampling_params.pop("max_tokens")
+        if "max_tokens" in sampling_params:
+            max_tokens = sampling_params.pop("max_tokens")
+        else:  # vLLMHttpServer's default (verl's ToolAgentLoop sends none): the response length, within the context
+            prompt_length, response_length = self.lengths
+            max_tokens = min(response_length, prompt_length + response_length - len(prompt_ids))
         want_logprobs = bool(sampling_params.pop("logprobs", False))
-        expanded = self._check_videos(list(prompt_ids), video_data, mm_processor_kwargs)
+        expanded = self._check_vision(list(prompt_ids), image_data, video_data, mm_processor_kwargs)
         with self.lock:
             self.requests.append(
-                {"request_id": request_id, "prompt_ids": list(prompt_ids), "expanded_ids": expanded, "mm_processor_kwargs": mm_processor_kwargs, "max_tokens": max_tokens}
+                {"request_id": request_id, "prompt_ids": list(prompt_ids), "expanded_ids": expanded, "mm_processor_kwargs": mm_processor_kwargs, "max_tokens": max_tokens,
+                 "images": len(image_data or [])}
             )
         if self.respond is not None:
             text = self.respond(list(prompt_ids), video_data, sampling_params)
@@ -401,7 +426,7 @@ class TinyActor:
         log_probs, entropies = [], []
         with torch.inference_mode():
             for ids, positions, mm in zip(data["input_ids"].unbind(), data["position_ids"].unbind(), list(data["multi_modal_inputs"])):
-                vision = {k: v for k, v in (mm or {}).items() if k in ("pixel_values_videos", "video_grid_thw", "second_per_grid_ts")}
+                vision = {k: v for k, v in (mm or {}).items() if k in ("pixel_values_videos", "video_grid_thw", "second_per_grid_ts", "pixel_values", "image_grid_thw")}
                 logits = self.model(input_ids=ids[None], position_ids=positions[:, None] if positions.dim() == 2 else positions[None], **vision).logits[0].float()
                 logp = torch.log_softmax(logits, dim=-1)
                 shifted = torch.cat([logp[:-1].gather(-1, ids[1:, None])[:, 0], logp.new_zeros(1)])  # position t scores token t+1
@@ -449,6 +474,8 @@ class V1Run:
         self.cfg = cfg
         self.tokenizer = hf_tokenizer(str(model))
         self.server = server or FakeVLLMServer(hf_processor(str(model)), scripts=scripts, respond=respond)
+        rollout = cfg.actor_rollout_ref.rollout
+        self.server.lengths = (int(rollout.prompt_length), int(rollout.response_length))
         self.loop_thread = EventLoopThread()
         worker_cls = unwrapped_actor_class(AgentLoopWorkerTQ)
 

@@ -8,10 +8,13 @@ One row per sample, in the layout `verl.utils.dataset.rl_dataset.RLHFDataset` re
   (`{"video": [frame paths], "sample_fps": n / duration, "min_pixels", "max_pixels"}`), which
   qwen-vl-utils loads as a video, so verl's length filter and verl's stock single-turn loop (a
   no-tool baseline) see the frames the env shows;
-- `reward_model.ground_truth`: the answer; `data_source`; `agent_name` = "videoseek";
+- `reward_model.ground_truth`: the answer; `data_source`; `agent_name`: "videoseek"
+  (`VideoSeekAgentLoop`, the default) or "tool_agent" (`--agent tool_agent`: verl's stock
+  `ToolAgentLoop` with `CropVideoTool` and `training/configs/crop_video_tool.yaml`);
 - `extra_info`: `index`, `sample_id`, `split`, and `sample` (the `VideoSample` as a JSON string with
   an absolute video path and its duration filled in), which `VideoSeekAgentLoop` and
-  `compute_score` read.
+  `compute_score` read; the same string in `tools_kwargs.crop_video.create_kwargs.sample`, which
+  verl's `ToolAgentLoop` hands to `CropVideoTool.create` at every call.
 
 The agent loop itself does not use the frame files: it rebuilds the conversation from
 `extra_info.sample` through `VideoSeekEnv` and the renderer, so its tokens match a local rollout.
@@ -30,7 +33,7 @@ from videoseek.agents.policy import Message
 from videoseek.agents.prompting import ZERO_WIDTH_SPACE, initial_messages, placeholder_text
 from videoseek.envs.env import EnvConfig, VideoSeekEnv
 from videoseek.envs.sample import DataError, VideoSample, iter_jsonl
-from videoseek.training.verl_plugin.records import AGENT_NAME, sample_to_json
+from videoseek.training.verl_plugin.records import AGENT_NAME, TOOL_AGENT_NAME, sample_to_json
 
 FRAME_QUALITY = 95
 # Qwen2.5-VL's patch (14) x spatial merge (2): qwen-vl-utils resizes frames to multiples of it.
@@ -90,7 +93,7 @@ def placeholder_prompt(messages: list[Message], video_token: str = "<video>") ->
     return out
 
 
-def export_row(sample: VideoSample, index: int, split: str, env_config: EnvConfig, frames_root: Path) -> dict[str, Any]:
+def export_row(sample: VideoSample, index: int, split: str, env_config: EnvConfig, frames_root: Path, agent_name: str = AGENT_NAME) -> dict[str, Any]:
     """One parquet row for `sample` (decodes its initial frames through the env)."""
     env = VideoSeekEnv(sample, env_config)
     obs, _ = env.reset(seed=0)
@@ -101,19 +104,24 @@ def export_row(sample: VideoSample, index: int, split: str, env_config: EnvConfi
     if len(ts):
         paths = write_frames(frames, frames_root / frame_folder_name(sample.id))
         videos.append(video_entry(paths, ts, env.duration, env_config.max_pixels))
+    sample_json = sample_to_json(sample)
     return {
         "data_source": sample.data_source or "videoseek",
-        "agent_name": AGENT_NAME,
+        "agent_name": agent_name,
         "prompt": prompt,
         "videos": videos,
         "ability": "video_reasoning",
         "reward_model": {"style": "rule", "ground_truth": sample.answer},
-        "extra_info": {"index": index, "split": split, "sample_id": sample.id, "sample": sample_to_json(sample)},
+        "extra_info": {
+            "index": index, "split": split, "sample_id": sample.id, "sample": sample_json,
+            "tools_kwargs": {"crop_video": {"create_kwargs": {"sample": sample_json}}},
+        },  # fmt: skip
     }
 
 
 def export_samples(
-    samples: list[VideoSample], out_dir: str | Path, split: str = "train", env_config: EnvConfig | None = None, progress: bool = True
+    samples: list[VideoSample], out_dir: str | Path, split: str = "train", env_config: EnvConfig | None = None, progress: bool = True,
+    agent_name: str = AGENT_NAME,
 ) -> Path:
     """Write `OUT/{split}.parquet` (and its frames under `OUT/frames/{split}/`); returns the parquet path."""
     import pandas as pd
@@ -130,7 +138,7 @@ def export_samples(
 
         iterator = tqdm(samples, desc=f"export {split}", unit="sample")
     for k, sample in enumerate(iterator):
-        rows.append(export_row(sample, k, split, config, out / "frames" / split))
+        rows.append(export_row(sample, k, split, config, out / "frames" / split, agent_name))
     path = out / f"{split}.parquet"
     pd.DataFrame(rows).to_parquet(path, index=False)
     return path
@@ -155,6 +163,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the train/val split")
     parser.add_argument("--initial-frames", type=int, default=EnvConfig().initial_frames, help="sparse frames at reset")
     parser.add_argument("--max-pixels", type=int, default=EnvConfig().max_pixels, help="per-frame pixel budget")
+    parser.add_argument("--agent", choices=[AGENT_NAME, TOOL_AGENT_NAME], default=AGENT_NAME,
+                        help="the rows' agent_name: videoseek (VideoSeekAgentLoop, clips as video) or tool_agent "
+                        "(verl's stock ToolAgentLoop with CropVideoTool, clips as images; training/configs/crop_video_tool.yaml)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -163,9 +174,9 @@ def run(args: argparse.Namespace) -> int:
         samples.extend(iter_jsonl(path))
     config = EnvConfig(initial_frames=args.initial_frames, max_pixels=args.max_pixels)
     train, val = split_samples(samples, args.val_fraction, args.seed)
-    written = [export_samples(train, args.out, "train", config)]
+    written = [export_samples(train, args.out, "train", config, agent_name=args.agent)]
     if val:
-        written.append(export_samples(val, args.out, "val", config))
+        written.append(export_samples(val, args.out, "val", config, agent_name=args.agent))
     for path in written:
         print(path)
     return 0

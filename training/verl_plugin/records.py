@@ -22,6 +22,8 @@ from videoseek.rewards import EpisodeSummary
 EXTRA_KEY = "videoseek"
 VIEW_KEY = "videoseek_episode"  # compute_score's JSON string of the sample and record, for the viewer (verl's dumps)
 AGENT_NAME = "videoseek"
+TOOL_AGENT_NAME = "tool_agent"  # verl's stock ToolAgentLoop, with CropVideoTool
+TOOL_KEY = "videoseek_tool"  # CropVideoTool's record in the loop's extra_fields: {"calls", "invalid_calls", "frames"}
 
 
 def sample_to_json(sample: VideoSample) -> str:

@@ -4,7 +4,9 @@ verl's reward manager calls `compute_score(data_source, solution_str, ground_tru
 once per trajectory. `extra_info` is the parquet row's `extra_info` (with the sample) merged with
 the `extra_fields` the agent loop returned (`extra_fields["videoseek"]`: the episode summary, the
 evidence state, the reward preset, and, for group presets, the group reward already computed by
-`videoseek.rewards.score_group` inside the agent loop).
+`videoseek.rewards.score_group` inside the agent loop). Rows played by verl's stock `ToolAgentLoop`
+with `CropVideoTool` carry the tool's calls instead (`extra_info["videoseek_tool"]`), and the
+episode is read from the decoded response and those calls.
 
 The score is `score_episode(sample, episode, RewardConfig(preset=...))`, the same function the
 env calls at its terminal step, so the local backend, the env and verl score an episode
@@ -30,6 +32,7 @@ from videoseek.rewards import (
 )
 from videoseek.training.verl_plugin.records import (
     EXTRA_KEY,
+    TOOL_KEY,
     VIEW_KEY,
     episode_view,
     sample_from_extra_info,
@@ -41,11 +44,34 @@ _LAST_ANSWER = re.compile(r"<answer>(.*?)(?:</answer>|$)", re.DOTALL)
 DEFAULT_PRESET = "csgrpo"
 
 
-def episode_from_response(text: str, duration: float) -> EpisodeSummary:
-    """An episode read from a decoded response alone (rows not produced by `VideoSeekAgentLoop`)."""
+# The chat scaffolding around a tool turn in a decoded multi-turn response (with or without
+# special tokens): `<|im_end|>\n<|im_start|>user\n<tool_response>...</tool_response><|im_end|>\n<|im_start|>assistant\n`.
+_TOOL_TURN = re.compile(
+    r"(?:<\|im_end\|>)?\s*(?:<\|im_start\|>)?user\n<tool_response>.*?</tool_response>\s*(?:<\|im_end\|>)?\s*(?:<\|im_start\|>)?assistant\n",
+    re.DOTALL,
+)
+
+
+def assistant_turns_of(text: str) -> list[str]:
+    """The assistant turns of a decoded response whose tool turns are in the text (verl's `ToolAgentLoop`)."""
+    return [turn.removesuffix("<|im_end|>") for turn in _TOOL_TURN.split(text or "")]
+
+
+def episode_from_response(text: str, duration: float, tool_record: dict[str, Any] | None = None) -> EpisodeSummary:
+    """An episode read from a decoded response (rows not produced by `VideoSeekAgentLoop`); with the
+    calls `CropVideoTool` recorded (`extra_info["videoseek_tool"]`, verl's `ToolAgentLoop`), its
+    turns are split at the tool responses and its calls are the tool's (clipped spans, in order)."""
     answers = _LAST_ANSWER.findall(text or "")
     prediction = answers[-1].strip() if answers else None
-    return EpisodeSummary(prediction=prediction, assistant_turns=[text or ""], calls=[], invalid_calls=0, duration=duration)
+    if not tool_record:
+        return EpisodeSummary(prediction=prediction, assistant_turns=[text or ""], calls=[], invalid_calls=0, duration=duration)
+    return EpisodeSummary(
+        prediction=prediction,
+        assistant_turns=assistant_turns_of(text),
+        calls=[(float(s), float(e)) for s, e in tool_record.get("calls") or []],
+        invalid_calls=int(tool_record.get("invalid_calls") or 0),
+        duration=duration,
+    )
 
 
 def reward_config(extra_info: dict[str, Any], record: dict[str, Any] | None, preset: str | None) -> RewardConfig:
@@ -77,7 +103,7 @@ def compute_score(
     if record is not None and record.get("episode") is not None:
         episode = summary_from_dict(record["episode"])
     else:
-        episode = episode_from_response(solution_str, float(sample.duration or 0.0))
+        episode = episode_from_response(solution_str, float(sample.duration or 0.0), info.get(TOOL_KEY))
 
     total, components = score_episode(sample, episode, config)
     group_reward = (record or {}).get("group_reward")

@@ -1,0 +1,33 @@
+"""VideoSeek for TRL's `GRPOTrainer` (TRL 1.16; the optional `trl` extra: `pip install 'videoseek[trl]'`).
+
+```python
+from trl import GRPOConfig, GRPOTrainer
+from videoseek.integrations.trl import add_response_schema, environment_factory, reward_funcs, samples_dataset
+
+trainer = GRPOTrainer(
+    model=model, processing_class=add_response_schema(processor), args=GRPOConfig(...),
+    train_dataset=samples_dataset("samples.jsonl"),
+    environment_factory=environment_factory(EnvConfig(reward="csgrpo")),
+    reward_funcs=reward_funcs,
+)
+```
+`examples/trl_grpo.py` is a runnable script; docs/training.md ("Three ways to train") says what
+the model sees on this path and what is lost when frames travel as images.
+"""
+
+from videoseek.integrations.trl.dataset import sample_from_row, sample_row, samples_dataset
+from videoseek.integrations.trl.environment import VideoSeekTRLEnv, environment_factory, observation_blocks
+from videoseek.integrations.trl.rewards import reward_funcs, videoseek_reward
+from videoseek.integrations.trl.schema import add_response_schema
+
+__all__ = [
+    "VideoSeekTRLEnv",
+    "add_response_schema",
+    "environment_factory",
+    "observation_blocks",
+    "reward_funcs",
+    "sample_from_row",
+    "sample_row",
+    "samples_dataset",
+    "videoseek_reward",
+]
