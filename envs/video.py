@@ -37,7 +37,7 @@ from videoseek.envs.sample import DataError
 
 BACKENDS = ("decord", "pyav", "torchcodec")
 # Chosen by bench/bench_env.py (docs/data.md, "Video backends").
-DEFAULT_BACKEND = "decord"
+DEFAULT_BACKEND = "pyav"
 
 # Readers opened and frames decoded since import (tests and bench/bench_reader_share.py read them).
 STATS: Counter = Counter()
