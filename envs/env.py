@@ -188,7 +188,7 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
     ## Description
     The agent starts with the question and a few uniformly spaced frames of the video. Each turn it
     writes text: it thinks, calls `crop_video(start, end)` to get frames of a time span, or
-    answers. The env decodes real frames (decord or PyAV, shared frame cache), tracks the clue
+    answers. The env decodes real frames (PyAV, decord or torchcodec; shared frame cache), tracks the clue
     evidence the crops have gathered (`EvidenceState`, CS-GRPO) and scores the episode with the
     configured reward families when it ends.
 

@@ -1,10 +1,11 @@
-"""Video access: decord (default) or PyAV, exact frame timestamps, a pixel budget, a shared frame cache.
+"""Video access: PyAV (default), decord or torchcodec; exact frame timestamps, a pixel budget, a shared frame cache.
 
 `VideoReader.frames_at(times)` maps each requested time to the nearest decoded frame and returns
 the frames with their *presentation* timestamps, so a frame is always labelled with the moment
 it shows. Frames pass through `FRAME_CACHE`, a process-wide LRU bounded in bytes and safe across
 threads: the G rollouts of one sample (and every env on the same file) decode each frame once.
-Cached arrays are read-only, so no caller can change what another one sees.
+Cached arrays are read-only, so no caller can change what another one sees; a caller gets the
+cached batch itself, so the episodes asking for the same frames share one array.
 
 Errors are `DataError`s naming the path: a missing file, a file no decoder opens, a truncated or
 corrupt video, a video with no frames. Decoder exceptions never escape raw, and the decoders' own
@@ -523,7 +524,8 @@ class VideoReader:
 
     Arguments:
         path: video file.
-        backend: "decord" (default, fast random access) or "pyav" (fallback, bundles FFmpeg).
+        backend: "pyav" (default: the fastest in bench/bench_env.py, docs/data.md), "decord" or
+            "torchcodec" (needs the system's FFmpeg libraries; `backend_missing` says why not).
         cache: the frame cache; the process-wide `FRAME_CACHE` by default.
     """
 
