@@ -643,6 +643,7 @@ class RenderState:
                 self.messages.append(message)
                 if r.template != VIDEOSEEK_CHAT_TEMPLATE:
                     self._text += full
+                    self._generation = None  # another template's generation prompt may depend on the history
                 start = len(self.ids)
                 if header is None:
                     self._add(_Segment(full, k, "message"), message)

@@ -24,7 +24,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -35,7 +34,7 @@ from videoseek.agents.groups import origin_plan  # noqa: E402
 from videoseek.agents.prompting import EncodingCache, frames_metadata  # noqa: E402
 from videoseek.agents.tiny_model import ensure_tiny_model  # noqa: E402
 from videoseek.envs import video as video_mod  # noqa: E402
-from videoseek.envs.env import EnvConfig, VideoSeekEnv  # noqa: E402
+from videoseek.envs.env import EnvConfig  # noqa: E402
 from videoseek.envs.sample import VideoSample  # noqa: E402
 from videoseek.training.verl_plugin.agent_loop import LoopOptions, VideoSeekAgentLoop, shared_renderer  # noqa: E402
 

@@ -294,13 +294,16 @@ def _stream_index(path: str) -> _StreamIndex:
             raise DataError(f"{path}: no video stream")
         stream = c.streams.video[0]
         tb = float(stream.time_base)
+        num, den = stream.time_base.numerator, stream.time_base.denominator
         packets = sorted((p.pts, bool(p.is_keyframe)) for p in c.demux(stream) if p.pts is not None)
         width, height = stream.codec_context.width, stream.codec_context.height
         rate = stream.average_rate or stream.guessed_rate
     if not packets:
         raise DataError(f"{path}: video has no frames")
     start = packets[0][0]
-    pts = np.asarray([(p - start) * tb for p, _ in packets], dtype=np.float64)
+    # (pts - start) * num / den: an exact integer product, then one correctly rounded division, so
+    # a frame at 12.2 s is 12.2, not 12.200000000000001 (prompts print and processors round these).
+    pts = np.asarray([p - start for p, _ in packets], dtype=np.int64) * num / den
     fps = float(rate) if rate else (len(pts) - 1) / max(pts[-1], 1e-9)
     keyframe = np.asarray([k for _, k in packets], dtype=bool)
     return _StreamIndex(pts, keyframe, fps, float(pts[-1] + 1.0 / fps), int(width), int(height), tb, start)
