@@ -506,10 +506,11 @@ class VideoSeekAgentLoop(AgentLoopBase):
         loop = asyncio.get_running_loop()
         rates = []
         for i, (k, prefix_text) in enumerate(prefixes):
-            rendered = await loop.run_in_executor(None, lambda k=k: self.renderer.render(messages[:k], add_generation_prompt=True))
-            prompt = rendered["input_ids"][0].tolist() + prefix_token_ids(self.tokenizer, prefix_text)
-            videos = list(rendered["multi_modal_data"].get("video", []))
-            grid = rendered.get("video_grid_thw")
+            # What the server needs only (ids, raw videos, their grid): no pixel values concatenated.
+            state = await loop.run_in_executor(None, lambda k=k: self.renderer.start(messages[:k]))
+            prompt = state.prompt_ids() + prefix_token_ids(self.tokenizer, prefix_text)
+            videos = list(state.videos)
+            grid = state.video_grid_thw()
             params = self._turn_params(sampling_params, self.options.max_turn_tokens)
             turn = sum(1 for m in messages[:k] if m.role == "assistant")
             # each continuation seeded as the batched driver's continuation episodes are (agents.groups)
