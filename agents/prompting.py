@@ -443,7 +443,7 @@ class ConversationRenderer:
             Message("tool", "result"),
             Message("assistant", "<think>second</think> <answer>A</answer>"),
         ]
-        self._segments(probe, add_generation_prompt=True)
+        self.start(probe).generation_prompt_ids()  # every message and the generation prompt, checked
 
     # -- text ---------------------------------------------------------------------------------
     def defang(self, text: str) -> str:
@@ -474,15 +474,6 @@ class ConversationRenderer:
             add_generation_prompt=add_generation_prompt,
             tokenize=False,
         )
-
-    def _segments(self, messages: Sequence[Message], add_generation_prompt: bool) -> list[_Segment]:
-        """Split the template's rendering into per-message segments, checking prefix stability."""
-        state = RenderState(self)
-        state.extend(messages)
-        segments = [seg for seg, _, _, _ in state._parts]
-        if add_generation_prompt:
-            segments.append(_Segment(state._generation_prompt()[0], None, "generation_prompt"))
-        return segments
 
     def _message_texts(self, conversation: list[dict[str, Any]], k: int, previous: str) -> tuple[str | None, str]:
         """(assistant header or None, the message's full text) of message k, as deltas after `previous`.
