@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.videoseek-installed
 
-.PHONY: demo test install bench learn learn-seeds browser clean
+.PHONY: demo test install bench learn learn-seeds browser ffmpeg clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -41,6 +41,11 @@ bench: $(STAMP)
 # Debian's Chromium for the viewer's browser tests (they are skipped, with the reason, without it).
 browser:
 	command -v chromium >/dev/null || (apt-get update -q && apt-get install -y -q chromium)
+
+# The system's FFmpeg libraries, which torchcodec (video_backend="torchcodec") loads; without them
+# its tests are skipped with that reason. apt-get only when libavcodec is missing.
+ffmpeg:
+	ldconfig -p | grep -q libavcodec || (apt-get update -q && apt-get install -y -q --no-install-recommends ffmpeg)
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -44,6 +44,7 @@ import numpy as np
 from PIL import Image
 
 from videoseek.envs.sample import DataError, KeyFrame, VideoSample
+from videoseek.envs.video import BACKENDS, DEFAULT_BACKEND
 
 DEFAULT_CONFIG = "configs/sam2.1/sam2.1_hiera_t.yaml"
 SAM2_INSTALL = "SAM2_BUILD_CUDA=0 pip install --no-build-isolation sam2==1.1.0"
@@ -249,7 +250,7 @@ def annotate_sample(
     fps: float = 2.0,
     max_frames: int = 32,
     max_pixels: int | None = 1024 * 768,
-    backend: str = "decord",
+    backend: str = DEFAULT_BACKEND,
 ) -> tuple[VideoSample, int, int]:
     """Track `prompts` over the clue frames of `sample`; returns (sample, boxes added, frames)."""
     from videoseek.envs.video import open_video
@@ -326,7 +327,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-frames", type=int, default=32, help="frames per sample at most (default 32)")
     parser.add_argument("--max-pixels", type=int, default=1024 * 768, help="decode frames at most this many pixels (default 1024x768)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
-    parser.add_argument("--backend", choices=("decord", "pyav"), default="decord", help="video decoder")
+    parser.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND, help=f"video decoder (default {DEFAULT_BACKEND})")
     parser.add_argument("--resume", action="store_true", help="continue an interrupted run: samples already in --out are skipped")
     parser.add_argument("--overwrite", action="store_true", help="start --out again")
     parser.add_argument("--limit", type=int, default=None, help="annotate at most this many (more) samples")

@@ -29,9 +29,13 @@ breaks them):
   from text, because a sampled token sequence is not always the tokenizer's canonical split
   of its own text.
 
-Policies re-render the whole conversation every turn; an `EncodingCache` (content-keyed,
-bounded in bytes) keeps the processor's output for frames already seen, so a turn only
-processes its new frames (5x faster re-rendering of a 6-message episode on the tiny model).
+A conversation can be rendered incrementally: `renderer.start(messages)` returns a `RenderState`
+whose `extend(new_messages)` renders, tokenises and processes only the new messages (verl's
+agent loop does this: a turn costs the same at turn 10 as at turn 1, and the loop never
+concatenates pixel values it does not read). `render(messages)` is `start(messages).output()`.
+Policies that re-render the whole conversation every turn are served by an `EncodingCache`
+(content-keyed, bounded in bytes) that keeps the processor's output for frames already seen, so
+a turn only processes its new frames; read-only frames (the env's) are hashed once per array.
 
 How the text is tokenised: the template renders prefixes of the conversation; the difference
 between consecutive prefixes is one message's segment. Segments start and end at special tokens
@@ -53,6 +57,8 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import warnings
+import weakref
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -64,6 +70,10 @@ from videoseek.agents.families import family_of
 from videoseek.agents.policy import Message
 # The protocol constants live with the env (rewards <- envs <- agents); re-exported from here.
 from videoseek.envs.protocol import CROP_VIDEO_TOOL, NO_TOOL_SYSTEM_PROMPT, SYSTEM_PROMPT  # noqa: F401
+
+# The env's frames are read-only (shared by the episodes that saw them); the video processor only
+# reads them, but torch.from_numpy warns about any read-only array it wraps.
+warnings.filterwarnings("ignore", message="The given NumPy array is not writable", module="transformers")
 
 ROLES = ("system", "user", "assistant", "tool")
 MODES = ("video", "images")
@@ -293,9 +303,31 @@ class EncodingCache:
         self._bytes = 0
         self._lock = threading.Lock()
         self.hits = self.misses = 0
+        self._digests: dict[tuple, tuple[weakref.ref, bytes]] = {}  # read-only frames' digests by array identity
+
+    def key(self, mode: str, text: str, frames: np.ndarray, timestamps: np.ndarray) -> bytes:
+        """The segment's content digest. Read-only frames (the env's: shared by every episode that
+        saw them) are hashed once per array object, not at every render or every episode: their
+        bytes cannot change while the array lives (the memo drops the entry when it dies)."""
+        if frames.flags.writeable:
+            return self.digest(mode, text, frames, timestamps)
+        memo_key = (id(frames), mode, text, timestamps.tobytes())
+        with self._lock:
+            hit = self._digests.get(memo_key)
+        if hit is not None and hit[0]() is frames:
+            return hit[1]
+        digest = self.digest(mode, text, frames, timestamps)
+        try:
+            ref = weakref.ref(frames, lambda _, k=memo_key: self._digests.pop(k, None))
+        except TypeError:  # a view of a foreign buffer without weakref support: hash again next time
+            return digest
+        with self._lock:
+            self._digests[memo_key] = (ref, digest)
+        return digest
 
     @staticmethod
-    def key(mode: str, text: str, frames: np.ndarray, timestamps: np.ndarray) -> bytes:
+    def digest(mode: str, text: str, frames: np.ndarray, timestamps: np.ndarray) -> bytes:
+        """blake2b of the segment's mode, text, frame shape and bytes, and timestamps."""
         digest = hashlib.blake2b(digest_size=20)
         for part in (mode.encode(), text.encode(), str(frames.shape).encode(), np.ascontiguousarray(frames).data, timestamps.tobytes()):
             digest.update(len(part).to_bytes(8, "little"))
@@ -384,6 +416,7 @@ class ConversationRenderer:
         )
         self.vision_kwargs = self._resize_kwargs(min_pixels, max_pixels)
         self.cache = EncodingCache(cache_bytes)
+        self._anchors: dict[tuple[str, bool], str] = {}  # the first message rendered alone (_message_texts)
         # HF fast tokenizers raise "Already borrowed" when two threads encode at once (verl runs
         # processors in executor threads), so renders are serialised.
         self._lock = threading.Lock()
@@ -434,7 +467,7 @@ class ConversationRenderer:
             Message("tool", "result"),
             Message("assistant", "<think>second</think> <answer>A</answer>"),
         ]
-        self._segments(probe, add_generation_prompt=True)
+        self.start(probe).generation_prompt_ids()  # every message and the generation prompt, checked
 
     # -- text ---------------------------------------------------------------------------------
     def defang(self, text: str) -> str:
@@ -466,36 +499,31 @@ class ConversationRenderer:
             tokenize=False,
         )
 
-    def _segments(self, messages: Sequence[Message], add_generation_prompt: bool) -> list[_Segment]:
-        """Split the template's rendering into per-message segments, checking prefix stability."""
-        if not messages:
-            raise ValueError("render: the conversation has no messages")
-        if messages[0].role == "assistant":
-            raise ValueError("message 0: a conversation must start with a system or user message")
-        conversation = [self._chat_entry(m, i) for i, m in enumerate(messages)]
-        segments: list[_Segment] = []
-        previous = ""
-        for k, message in enumerate(messages):
-            if message.role == "assistant":
-                header = self._checked_extension(previous, conversation[:k], True, k)
-                full = self._checked_extension(header, conversation[: k + 1], False, k)
-                body = full[len(header) :]
-                if not body.startswith(message.text):
-                    raise TemplateError(
-                        f"message {k} (assistant): the chat template rewrites assistant text (e.g. strips "
-                        "<think>), so history would not be verbatim; use chat_template='videoseek'"
-                    )
-                segments.append(_Segment(header[len(previous) :], k, "header"))
-                segments.append(_Segment(message.text, k, "content"))
-                segments.append(_Segment(body[len(message.text) :], k, "tail"))
-            else:
-                full = self._checked_extension(previous, conversation[: k + 1], False, k)
-                segments.append(_Segment(full[len(previous) :], k, "message"))
-            previous = full
-        if add_generation_prompt:
-            final = self._checked_extension(previous, conversation, True, len(messages))
-            segments.append(_Segment(final[len(previous) :], None, "generation_prompt"))
-        return segments
+    def _message_texts(self, conversation: list[dict[str, Any]], k: int, previous: str) -> tuple[str | None, str]:
+        """(assistant header or None, the message's full text) of message k, as deltas after `previous`.
+
+        The default template renders each message independently of the others (the system prompt
+        aside), so message k's text is that of [message 0, message k] less that of [message 0]: a
+        constant cost per message, not a re-render of the whole prefix. Another template is
+        rendered over the whole prefix and checked to extend `previous` (prefix stability).
+        """
+        assistant = conversation[k]["role"] == "assistant"
+        if self.template == VIDEOSEEK_CHAT_TEMPLATE and k > 0:
+            base = self._anchor(conversation[0])
+            header = self._anchor(conversation[0], True)[len(base) :] if assistant else None
+            return header, self._apply([conversation[0], conversation[k]], False)[len(base) :]
+        header = self._checked_extension(previous, conversation[:k], True, k)[len(previous) :] if assistant else None
+        return header, self._checked_extension(previous, conversation[: k + 1], False, k)[len(previous) :]
+
+    def _anchor(self, first: dict[str, Any], add_generation_prompt: bool = False) -> str:
+        """The rendering of the first message alone (the constant part of every anchored render)."""
+        key = (repr(first), add_generation_prompt)
+        text = self._anchors.get(key)
+        if text is None:
+            if len(self._anchors) > 64:
+                self._anchors.clear()
+            text = self._anchors[key] = self._apply([first], add_generation_prompt)
+        return text
 
     def _checked_extension(self, previous: str, conversation: list[dict[str, Any]], add_generation_prompt: bool, k: int) -> str:
         text = self._apply(conversation, add_generation_prompt)
@@ -527,7 +555,7 @@ class ConversationRenderer:
 
     def _encode_visual(self, text: str, frames: np.ndarray, timestamps: np.ndarray) -> dict[str, Any]:
         """The processor's output for one visual segment (ids and vision tensors), through the cache."""
-        key = EncodingCache.key(self.mode, text, frames, timestamps) if self.cache.max_bytes else None
+        key = self.cache.key(self.mode, text, frames, timestamps) if self.cache.max_bytes else None
         cached = self.cache.get(key) if key is not None else None
         if cached is not None:
             return cached
@@ -575,50 +603,143 @@ class ConversationRenderer:
 
     def render(self, messages: Sequence[Message], add_generation_prompt: bool = True) -> dict[str, Any]:
         """Model inputs for `messages` (see the class docstring for the keys). Thread-safe."""
-        with self._lock:
-            return self._render(messages, add_generation_prompt)
+        state = self.start(messages)
+        return state.output(add_generation_prompt)
 
-    def _render(self, messages: Sequence[Message], add_generation_prompt: bool) -> dict[str, Any]:
-        import torch
-
-        segments = self._segments(messages, add_generation_prompt)
-        ids: list[int] = []
-        vision: dict[str, list[Any]] = {}
-        mm_items: list[Any] = []
-        assistant_spans: list[tuple[int, int]] = []
-        message_spans: dict[int, tuple[int, int]] = {}
-        content_start = 0
-        for seg in segments:
-            start = len(ids)
-            message = messages[seg.message] if seg.message is not None else None
-            seg_ids, tensors, items = self._segment_tokens(seg, message)
-            ids.extend(seg_ids)
-            for key, value in tensors.items():
-                vision.setdefault(key, []).append(value)
-            mm_items.extend(items)
-            if seg.part == "content":
-                content_start = start
-            elif seg.part == "tail":  # the span ends after the <|im_end|> that closes the turn
-                closes = seg_ids[:1] == [self.end_of_turn_id]
-                assistant_spans.append((content_start, start + int(closes)))
-            if seg.message is not None:
-                message_spans[seg.message] = (message_spans.get(seg.message, (start, 0))[0], len(ids))
-        input_ids = torch.tensor([ids], dtype=torch.long)
-        out: dict[str, Any] = {
-            "input_ids": input_ids,
-            "attention_mask": torch.ones_like(input_ids),
-            "mm_token_type_ids": self._mm_token_type_ids(input_ids),
-        }
-        out.update({key: torch.cat(values, dim=0) for key, values in vision.items()})
-        out["assistant_spans"] = assistant_spans
-        out["message_spans"] = [message_spans[k] for k in range(len(messages))]
-        out["text"] = "".join(seg.text for seg in segments)
-        out["multi_modal_data"] = {("video" if self.mode == "video" else "image"): mm_items} if mm_items else {}
-        return out
+    def start(self, messages: Sequence[Message] = ()) -> RenderState:
+        """A `RenderState` holding `messages` rendered: extend it turn by turn (the agent loop)."""
+        state = RenderState(self)
+        if messages:
+            state.extend(messages)
+        return state
 
     def _mm_token_type_ids(self, input_ids: Any) -> Any:
         """0 text, 1 image, 2 video per token: Qwen's 3D rope needs it to find the vision spans."""
         return (input_ids == self.image_token_id).long() + 2 * (input_ids == self.video_token_id).long()
+
+
+class RenderState:
+    """One conversation rendered so far, extended message by message.
+
+    Each message is rendered, tokenised and (frames) put through the processor once, when it is
+    added: a later turn costs only its own messages, never a re-render of the history. The vision
+    tensors stay per segment; `output()` concatenates them for a caller that reads them (the
+    transformers policy), and the agent loop, which sends frames to the server raw, reads `ids`,
+    `videos` and `video_grid_thw()` instead. Not thread-safe itself; its renderer's lock
+    serialises the tokenizer between states.
+    """
+
+    def __init__(self, renderer: ConversationRenderer) -> None:
+        self.renderer = renderer
+        self.messages: list[Message] = []
+        self.ids: list[int] = []  # the messages' ids, without the generation prompt
+        self.videos: list[Any] = []  # multi_modal_data items in placeholder order
+        self._conversation: list[dict[str, Any]] = []
+        self._text = ""  # the full text, kept only for a template rendered over its whole prefix
+        self._parts: list[tuple[_Segment, int, dict[str, Any], list[Any]]] = []  # (segment, start, tensors, items)
+        self._assistant_spans: list[tuple[int, int]] = []
+        self._message_spans: list[tuple[int, int]] = []
+        self._generation: tuple[str, list[int]] | None = None
+
+    def extend(self, messages: Sequence[Message]) -> None:
+        """Render `messages` after those already held (ValueError / TemplateError naming the message)."""
+        r = self.renderer
+        with r._lock:
+            for message in messages:
+                k = len(self.messages)
+                if k == 0 and message.role == "assistant":
+                    raise ValueError("message 0: a conversation must start with a system or user message")
+                self._conversation.append(r._chat_entry(message, k))
+                try:
+                    header, full = r._message_texts(self._conversation, k, self._text)
+                except BaseException:
+                    self._conversation.pop()
+                    raise
+                self.messages.append(message)
+                if r.template != VIDEOSEEK_CHAT_TEMPLATE:
+                    self._text += full
+                    self._generation = None  # another template's generation prompt may depend on the history
+                start = len(self.ids)
+                if header is None:
+                    self._add(_Segment(full, k, "message"), message)
+                else:
+                    body = full[len(header) :]
+                    if not body.startswith(message.text):
+                        raise TemplateError(
+                            f"message {k} (assistant): the chat template rewrites assistant text (e.g. strips "
+                            "<think>), so history would not be verbatim; use chat_template='videoseek'"
+                        )
+                    self._add(_Segment(header, k, "header"), message)
+                    content_start = len(self.ids)
+                    self._add(_Segment(message.text, k, "content"), message)
+                    tail_start = len(self.ids)
+                    tail_ids = self._add(_Segment(body[len(message.text) :], k, "tail"), message)
+                    # the span ends after the <|im_end|> that closes the turn
+                    self._assistant_spans.append((content_start, tail_start + int(tail_ids[:1] == [r.end_of_turn_id])))
+                self._message_spans.append((start, len(self.ids)))
+
+    def _add(self, seg: _Segment, message: Message) -> list[int]:
+        ids, tensors, items = self.renderer._segment_tokens(seg, message)
+        self._parts.append((seg, len(self.ids), tensors, items))
+        self.ids.extend(ids)
+        self.videos.extend(items)
+        return ids
+
+    def _generation_prompt(self) -> tuple[str, list[int]]:
+        """The text and ids that open the assistant's next turn (the same after every message)."""
+        if self._generation is None:
+            r = self.renderer
+            with r._lock:
+                if not self._conversation:
+                    raise ValueError("render: the conversation has no messages")
+                if r.template == VIDEOSEEK_CHAT_TEMPLATE:
+                    base = r._anchor(self._conversation[0])
+                    text = r._anchor(self._conversation[0], True)[len(base) :]
+                else:
+                    text = r._checked_extension(self._text, self._conversation, True, len(self._conversation))[len(self._text) :]
+                self._generation = (text, r.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return self._generation
+
+    def generation_prompt_ids(self) -> list[int]:
+        return list(self._generation_prompt()[1])
+
+    def prompt_ids(self) -> list[int]:
+        """The ids a model continues from: the messages and the generation prompt."""
+        return self.ids + self._generation_prompt()[1]
+
+    def video_grid_thw(self) -> Any:
+        """The (videos, 3) grid of every video so far (small: one row per video), or None."""
+        import torch
+
+        grids = [t["video_grid_thw"] for _, _, t, _ in self._parts if "video_grid_thw" in t]
+        return torch.cat(grids, dim=0) if grids else None
+
+    def output(self, add_generation_prompt: bool = True) -> dict[str, Any]:
+        """Model inputs of the conversation, the keys `ConversationRenderer.render` documents."""
+        import torch
+
+        if not self.messages:
+            raise ValueError("render: the conversation has no messages")
+        ids, text = self.ids, "".join(seg.text for seg, _, _, _ in self._parts)
+        if add_generation_prompt:
+            generation_text, generation_ids = self._generation_prompt()
+            ids, text = ids + generation_ids, text + generation_text
+        input_ids = torch.tensor([ids], dtype=torch.long)
+        out: dict[str, Any] = {
+            "input_ids": input_ids,
+            "attention_mask": torch.ones_like(input_ids),
+            "mm_token_type_ids": self.renderer._mm_token_type_ids(input_ids),
+        }
+        vision: dict[str, list[Any]] = {}
+        for _, _, tensors, _ in self._parts:
+            for key, value in tensors.items():
+                vision.setdefault(key, []).append(value)
+        out.update({key: torch.cat(values, dim=0) for key, values in vision.items()})
+        out["assistant_spans"] = list(self._assistant_spans)
+        out["message_spans"] = list(self._message_spans)
+        out["text"] = text
+        out["multi_modal_data"] = {("video" if self.renderer.mode == "video" else "image"): list(self.videos)} if self.videos else {}
+        return out
 
 
 def prefix_token_ids(tokenizer: Any, prefix: str) -> list[int]:

@@ -112,7 +112,10 @@ def run(args: argparse.Namespace) -> int:
         key, sep, value = item.partition("=")
         if not sep or key not in EnvConfig.model_fields or key == "reward":
             raise UserError(f"--env {item!r}: expected KEY=VALUE with KEY an EnvConfig field other than reward")
-        overrides[key] = json.loads(value) if value.strip().lower() not in ("decord", "pyav") else value
+        try:
+            overrides[key] = json.loads(value)
+        except json.JSONDecodeError:  # a bare word: video_backend=torchcodec (EnvConfig checks it)
+            overrides[key] = value
     try:
         config = EnvConfig(reward=reward, **overrides)
     except ValueError as exc:

@@ -5,6 +5,11 @@ Prints ratios measured side by side in one run (not a test; targets from DESIGN.
    (both cold: fresh reader, empty frame cache). Target: env overhead <= 1.0x the raw decode.
 2. G = 8 oracle episodes of one sample vs one episode (cold cache each time; the group shares
    decoded frames through the cache). Target: <= 1.5x.
+3. The three reader backends (decord, PyAV, torchcodec) side by side on the same clips of real
+   H.264 with B-frames (bench_videos.py): 16 sparse initial frames, a crop window (8 frames in 5 s)
+   and a long seek (8 frames of the last 5 s), each decoded by a fresh reader straight to the
+   served 392x392 budget; 720p 60 s and 1080p 10 min. The default backend is chosen from this table
+   (docs/data.md, "Video backends").
 
     python bench/bench_env.py [--repeats 5]
 """
@@ -13,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -27,6 +33,9 @@ from videoseek.envs import video as video_mod
 from videoseek.envs.actions import CropVideo
 from videoseek.envs.env import EnvConfig, VideoSeekEnv
 from videoseek.envs.synth import generate_dataset
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_videos import encoded_minute, repeat_video  # noqa: E402
 
 
 def cold() -> None:
@@ -47,11 +56,53 @@ def time_pair(fn_a, fn_b, repeats: int) -> tuple[float, float]:
     return statistics.median(times[0]), statistics.median(times[1])
 
 
+def backend_table(videos: Path, repeats: int) -> None:
+    """Wall-clock ms of each backend on the same clips (fresh reader each time: opening included),
+    backends alternated in every repeat, median."""
+    videos.mkdir(parents=True, exist_ok=True)
+    files = {
+        "720p 60 s": encoded_minute(videos / "720p_60s.mp4", 1280, 720, 30),
+        "1080p 10 min": repeat_video(encoded_minute(videos / "1080p_1min_10fps.mp4", 1920, 1080, 10), videos / "1080p_10min.mp4", 10),
+    }
+    backends = [b for b in video_mod.BACKENDS if video_mod.backend_missing(b) is None]
+    skipped = [b for b in video_mod.BACKENDS if b not in backends]
+    print("[backends] ms per clip, decoded to 392x392 by a fresh reader (open + decode), median of", repeats,
+          f"(not installed: {', '.join(skipped)})" if skipped else "")  # fmt: skip
+    print(f"[backends] {'video':14s} {'clip':18s} " + " ".join(f"{b:>11s}" for b in backends))
+    for name, path in files.items():
+        ref = video_mod._SOURCES["pyav"](str(path))
+        n, dur = len(ref.pts), float(ref.frame_end)
+        size = video_mod.fit_pixels(ref.width, ref.height, 392 * 392)
+        at = lambda ts: [int(i) for i in np.clip(np.searchsorted(ref.pts, np.asarray(ts) + 1e-6, side="right") - 1, 0, n - 1)]  # noqa: E731
+        clips = {
+            "16 sparse frames": at((np.arange(16) + 0.5) * dur / 16),
+            "crop 8 in 5 s": at(dur * 0.4 + (np.arange(8) + 0.5) * 5 / 8),
+            "seek: last 5 s": at(dur - 5 + (np.arange(8) + 0.5) * 5 / 8),
+        }
+        for b in backends:  # imports and the OS file cache, warmed alike
+            video_mod._SOURCES[b](str(path)).decode(clips["16 sparse frames"][:1], size)
+        for clip, idx in clips.items():
+            times: dict[str, list[float]] = {b: [] for b in backends}
+            for r in range(repeats):
+                for b in backends if r % 2 == 0 else backends[::-1]:
+                    t0 = time.perf_counter()
+                    video_mod._SOURCES[b](str(path)).decode(idx, size)
+                    times[b].append(time.perf_counter() - t0)
+            row = {b: statistics.median(t) * 1000 for b, t in times.items()}
+            best = min(row, key=row.get)
+            print(f"[backends] {name:14s} {clip:18s} " + " ".join(f"{row[b]:>10.0f}{'*' if b == best else ' '}" for b in backends))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--n", type=int, default=10, help="synthetic samples to benchmark over")
+    ap.add_argument("--videos", default=str(Path(tempfile.gettempdir()) / "videoseek-bench-videos"))
+    ap.add_argument("--backends-only", action="store_true", help="print the backend table only")
     args = ap.parse_args()
+    backend_table(Path(args.videos), args.repeats)
+    if args.backends_only:
+        return
     tmp = Path(tempfile.mkdtemp(prefix="videoseek-bench-"))
     samples = generate_dataset(tmp, n=args.n, seed=0)
     config = EnvConfig(max_pixels=1024 * 1024)  # same pixels as the raw decode: no resize on either side

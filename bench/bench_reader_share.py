@@ -62,7 +62,7 @@ def child(variant: str, video: str, seconds: float, episodes: int, threads: int)
     from videoseek.envs.sample import VideoSample
 
     if variant == "per-episode":
-        env_mod.open_video = lambda path, backend="decord": video_mod.VideoReader(path, backend=backend)
+        env_mod.open_video = lambda path, backend=video_mod.DEFAULT_BACKEND: video_mod.VideoReader(path, backend=backend)
     sample = VideoSample(id="b", video=video, question="q", answer="1", problem_type="numerical", clue_intervals=[(1.0, 2.0)])
     config = EnvConfig(max_pixels=224 * 224)
     live: list = []  # every env stays alive to the end, as a batch of live episodes does

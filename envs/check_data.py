@@ -34,6 +34,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from videoseek.envs.sample import DataError, VideoSample, parse_json_line
+from videoseek.envs.video import BACKENDS, DEFAULT_BACKEND
 from videoseek.rewards.intervals import measure, union
 
 # Declared and decoded durations may differ by container rounding; beyond this they disagree.
@@ -114,7 +115,7 @@ def check_dataset(
     check_videos: bool = True,
     fix_durations: bool = False,
     overshoot: float = 0.5,
-    backend: str = "decord",
+    backend: str = DEFAULT_BACKEND,
     progress: bool = False,
     decode_all: bool = False,
 ) -> CheckResult:
@@ -313,7 +314,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--overshoot", type=float, default=0.5, help="with --fix-durations: clip annotation ends at most this many seconds past the end (default 0.5)")
     parser.add_argument("--no-videos", action="store_true", help="check the rows only, do not open the videos")
     parser.add_argument("--sparse-frames", type=int, default=8, help="initial frames for the seek-worthiness figure (default 8, the env's)")
-    parser.add_argument("--backend", choices=("decord", "pyav"), default="decord", help="video decoder")
+    parser.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND, help=f"video decoder (default {DEFAULT_BACKEND})")
     parser.add_argument("--decode-all", action="store_true",
                         help=f"decode every frame of every video (default: {CHECK_FRAMES} frames spread over each)")  # fmt: skip
     parser.add_argument("--json", dest="json_out", default=None, help="also write the statistics as JSON here")

@@ -21,7 +21,7 @@ from videoseek.envs.evidence import EvidenceState
 from videoseek.envs.protocol import CROP_VIDEO_TOOL, NO_TOOL_SYSTEM_PROMPT, SYSTEM_PROMPT
 from videoseek.envs.sample import DataError, VideoSample
 from videoseek.envs.trajectory import CallInfo, FrameRef, GroupInfo, Observation, Trajectory, Turn
-from videoseek.envs.video import _font, fit_pixels, open_video, reconcile_duration
+from videoseek.envs.video import DEFAULT_BACKEND, _font, fit_pixels, open_video, reconcile_duration
 from videoseek.rewards import EpisodeSummary, RewardConfig, accuracy_reward, score_episode
 from videoseek.rewards.compose import PRESETS
 
@@ -99,7 +99,7 @@ class EnvConfig(BaseModel):
     min_span: float = Field(default=0.5, ge=0.0, description="shortest crop in seconds; shorter calls are rejected")
     max_pixels: int = Field(default=224 * 224, description="per-frame pixel budget, aspect ratio kept (784..1048576)")
     timestamp_overlay: bool = Field(default=False, description="burn HH:MM:SS into each frame (VideoMend)")
-    video_backend: Literal["decord", "pyav"] = "decord"
+    video_backend: Literal["decord", "pyav", "torchcodec"] = DEFAULT_BACKEND
     tools: bool = Field(default=True, description="False: the no-tool baseline; instructions without crop_video "
                         "(NO_TOOL_SYSTEM_PROMPT, info['tools'] == []) and a crop call is refused")
     reward: RewardConfig = Field(default_factory=RewardConfig, description="a RewardConfig or a preset name (default csgrpo)")
@@ -188,7 +188,7 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
     ## Description
     The agent starts with the question and a few uniformly spaced frames of the video. Each turn it
     writes text: it thinks, calls `crop_video(start, end)` to get frames of a time span, or
-    answers. The env decodes real frames (decord or PyAV, shared frame cache), tracks the clue
+    answers. The env decodes real frames (PyAV, decord or torchcodec; shared frame cache), tracks the clue
     evidence the crops have gathered (`EvidenceState`, CS-GRPO) and scores the episode with the
     configured reward families when it ends.
 

@@ -26,6 +26,12 @@ def index_video(tmp_path_factory) -> Path:
     return write_index_video(tmp_path_factory.mktemp("videos") / "index.mp4", num_frames=200, fps=10)
 
 
+@pytest.fixture(scope="session")
+def bframe_video(tmp_path_factory) -> Path:
+    """The index video encoded with B-frames (x264 medium, 3 B-frames, keyframes 25 frames apart)."""
+    return write_index_video(tmp_path_factory.mktemp("videos") / "index_bframes.mp4", num_frames=200, fps=10, gop=25, bframes=3)
+
+
 @pytest.fixture
 def index_sample(index_video) -> VideoSample:
     return VideoSample(

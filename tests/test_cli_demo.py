@@ -35,6 +35,20 @@ def test_rollout_and_eval_commands(tmp_path, capsys):
     assert set(metrics["by_problem_type"]) and set(metrics["by_task_kind"])
 
 
+@pytest.mark.parametrize("backend", ["pyav", "decord", "torchcodec"])
+def test_rollout_takes_every_video_backend(tmp_path, backend):
+    from videoseek.envs.video import backend_missing
+
+    if backend_missing(backend):
+        pytest.skip(backend_missing(backend))
+    data = tmp_path / "data"
+    assert main(["synth", "--out", str(data), "--n", "2", "--seed", "1"]) == 0
+    run = tmp_path / "run"
+    argv = ["rollout", "--data", str(data / "samples.jsonl"), "--policy", "uniform", "--out", str(run), "--no-progress"]
+    assert main([*argv, "--env", f"video_backend={backend}"]) == 0
+    assert len((run / "trajectories.jsonl").read_text().splitlines()) == 2
+
+
 @pytest.mark.parametrize(
     "argv,message",
     [
@@ -42,6 +56,7 @@ def test_rollout_and_eval_commands(tmp_path, capsys):
         (["eval", "missing-run"], "no trajectories.jsonl"),
         (["rollout", "--data", "{bad}", "--out", "x", "--policy", "wizard"], "unknown policy 'wizard'"),
         (["rollout", "--data", "{bad}", "--out", "x", "--reward", "nonsense"], "--reward"),
+        (["rollout", "--data", "{bad}", "--out", "x", "--env", "video_backend=vlc"], "--env: "),
     ],
 )
 def test_bad_input_is_one_line(tmp_path, capsys, monkeypatch, argv, message):

@@ -3,7 +3,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
-from gymnasium.utils.env_checker import check_env
+from gymnasium.utils.env_checker import check_env as gym_check_env
 from videos import read_index
 
 import videoseek.envs  # noqa: F401  (registers the env)
@@ -14,8 +14,38 @@ def crop(s, e):
     return f'<tool_call>{{"name": "crop_video", "arguments": {{"start": {s}, "end": {e}}}}}</tool_call>'
 
 
+def check_env(env, **kwargs):
+    """gymnasium's `check_env`, with read-only arrays counted as immutable data: the env shares one
+    read-only frame array between the episodes that see the same frames (docs/data.md), which the
+    checker's "modifying one will modify the other" test would flag although no one can modify it."""
+    from gymnasium.utils import env_checker
+
+    def shares_writable(a, b):
+        if isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and not (a.flags.writeable or b.flags.writeable):
+            return False
+        if isinstance(a, dict) and isinstance(b, dict):
+            return a is b or any(shares_writable(a[k], b[k]) for k in a.keys() & b.keys())
+        return original(a, b)
+
+    original = env_checker.data_shares_objects
+    env_checker.data_shares_objects = shares_writable
+    try:
+        gym_check_env(env, **kwargs)
+    finally:
+        env_checker.data_shares_objects = original
+
+
 def test_check_env_passes(index_sample):
     check_env(VideoSeekEnv(index_sample), skip_render_check=True)
+
+
+def test_frames_are_shared_read_only(index_sample):
+    a, b = VideoSeekEnv(index_sample), VideoSeekEnv(index_sample)
+    obs_a, _ = a.reset(seed=0)
+    obs_b, _ = b.reset(seed=1)
+    assert obs_a["frames"] is obs_b["frames"]  # two episodes, one copy of their initial frames
+    with pytest.raises(ValueError, match="read-only"):
+        obs_a["frames"][0, 0, 0] = 1
 
 
 def test_check_env_with_a_chinese_question(index_sample):

@@ -14,6 +14,7 @@ from videoseek.agents.policy import Message
 from videoseek.agents.prompting import (
     CROP_VIDEO_TOOL,
     SYSTEM_PROMPT,
+    VIDEOSEEK_CHAT_TEMPLATE,
     ConversationRenderer,
     TemplateError,
     assistant_message,
@@ -292,3 +293,43 @@ def test_benchmark_cached_rerendering(processor, episode):
         timings.append(time.perf_counter() - t0)
     print(f"re-rendering a 6-message episode: uncached / cached = {timings[0] / timings[1]:.1f}x")
     assert timings[1] < timings[0]
+
+
+# ---- incremental rendering (RenderState) --------------------------------------------------------
+def test_a_conversation_extended_turn_by_turn_renders_as_a_whole(processor, episode):
+    """The agent loop's incremental render gives exactly `render`'s output, and the default
+    template's per-message (anchored) render gives exactly the whole-prefix render."""
+    whole = ConversationRenderer(processor, cache_bytes=0).render(episode)
+    state = ConversationRenderer(processor, cache_bytes=0).start(episode[:2])
+    for k in range(2, len(episode), 2):
+        state.extend(episode[k : k + 2])
+    steps = state.output()
+    # The same template text, but not recognised as the default: rendered over every prefix and checked.
+    prefix = ConversationRenderer(processor, chat_template=VIDEOSEEK_CHAT_TEMPLATE + "{#- copy -#}", cache_bytes=0).render(episode)
+    for rendered in (steps, prefix):
+        for key in ("input_ids", "pixel_values_videos", "video_grid_thw", "mm_token_type_ids"):
+            assert torch.equal(rendered[key], whole[key]), key
+        assert rendered["assistant_spans"] == whole["assistant_spans"] and rendered["message_spans"] == whole["message_spans"]
+        assert rendered["text"] == whole["text"]
+    assert state.prompt_ids() == whole["input_ids"][0].tolist()
+    assert torch.equal(state.video_grid_thw(), whole["video_grid_thw"])
+    assert [id(f) for f, _ in state.videos] == [id(f) for f, _ in whole["multi_modal_data"]["video"]]
+
+
+def test_a_later_turn_never_hashes_or_processes_earlier_frames(processor, episode, monkeypatch):
+    from videoseek.agents.prompting import EncodingCache
+
+    renderer = ConversationRenderer(processor)
+    hashed, processed = [], []
+    digest, call = EncodingCache.digest, type(processor).__call__
+    monkeypatch.setattr(EncodingCache, "digest", staticmethod(lambda *a: hashed.append(a[2].shape) or digest(*a)))
+    monkeypatch.setattr(type(processor), "__call__", lambda self, *a, **k: processed.append(1) or call(self, *a, **k))
+    state = renderer.start(episode[:2])
+    assert len(hashed) == len(processed) == 1  # the initial frames, once
+    state.extend(episode[2:])
+    frames_turns = sum(1 for m in episode[2:] if m.frames is not None)
+    assert len(hashed) == len(processed) == 1 + frames_turns  # only the new frames
+    # Another episode with the same (shared, read-only) initial frames: no hash, no processor pass.
+    assert not episode[1].frames.flags.writeable
+    renderer.start(episode[:2])
+    assert len(hashed) == len(processed) == 1 + frames_turns

@@ -36,13 +36,20 @@ def read_index(frame: np.ndarray) -> int:
     return value
 
 
-def write_index_video(path: str | Path, num_frames: int = 100, fps: float = 10, width: int = 192, height: int = 96, gop: int = 10) -> Path:
+def write_index_video(path: str | Path, num_frames: int = 100, fps: float = 10, width: int = 192, height: int = 96, gop: int = 10,
+                      bframes: int = 0) -> Path:
+    """An index video in H.264. `bframes=0`: x264 `ultrafast` (no B-frames, decode order = display
+    order). `bframes>0`: x264 `medium` with that many B-frames between references, so packets arrive
+    out of display order and a decoder must reorder them (most real videos; LVBench's included)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with av.open(str(path), "w") as container:
         stream = container.add_stream("libx264", rate=int(fps) if float(fps).is_integer() else fps)
         stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
-        stream.options = {"g": str(gop), "crf": "12", "preset": "ultrafast"}
+        if bframes:
+            stream.options = {"g": str(gop), "crf": "12", "preset": "medium", "bf": str(bframes), "b-pyramid": "normal"}
+        else:
+            stream.options = {"g": str(gop), "crf": "12", "preset": "ultrafast"}
         for i in range(num_frames):
             frame = av.VideoFrame.from_ndarray(index_frame(i, width, height), format="rgb24")
             for packet in stream.encode(frame):
@@ -50,3 +57,10 @@ def write_index_video(path: str | Path, num_frames: int = 100, fps: float = 10, 
         for packet in stream.encode():
             container.mux(packet)
     return path
+
+
+def has_bframes(path: str | Path) -> bool:
+    """True when the file's packets are not in display order (B-frames present)."""
+    with av.open(str(path)) as c:
+        pts = [p.pts for p in c.demux(c.streams.video[0]) if p.pts is not None]
+    return pts != sorted(pts)

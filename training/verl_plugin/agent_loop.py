@@ -330,16 +330,18 @@ class VideoSeekAgentLoop(AgentLoopBase):
         obs, info = await loop.run_in_executor(None, lambda: env.reset(seed=plan.seed, options=options))
         # The env's own instructions (the no-tool prompt with EnvConfig(tools=False)), as run_rollouts gives them.
         messages: list[Message] = initial_messages(obs, info["instructions"])
-        rendered = await loop.run_in_executor(None, lambda: self.renderer.render(messages, add_generation_prompt=True))
-        prompt_ids = rendered["input_ids"][0].tolist()
+        # The conversation is rendered incrementally: each turn renders, tokenises and processes only
+        # its own messages (RenderState); the loop never reads the concatenated pixel values.
+        state = await loop.run_in_executor(None, lambda: self.renderer.start(messages))
+        prompt_ids = state.prompt_ids()
         if len(prompt_ids) > self.prompt_length:
             raise ValueError(
                 f"sample {sample.id}: the first prompt has {len(prompt_ids)} tokens, more than rollout.prompt_length="
                 f"{self.prompt_length}; lower env.initial_frames / env.max_pixels or raise the prompt length"
             )
         ids = list(prompt_ids)
-        videos = list(rendered["multi_modal_data"].get("video", []))
-        grid = rendered.get("video_grid_thw")
+        videos = list(state.videos)
+        grid = state.video_grid_thw()
         mask: list[int] = []
         logprobs: list[float] | None = []  # None once a turn comes without them
         server_fields: dict[str, Any] = {}
@@ -378,12 +380,14 @@ class VideoSeekAgentLoop(AgentLoopBase):
                     metrics["tool_calls"] += time.perf_counter() - t0
                     break
                 messages.append(tool_message(obs))
-                rendered = await loop.run_in_executor(None, lambda: self.renderer.render(messages, add_generation_prompt=True))
+                rendered_before = len(state.ids)  # ids[rendered_before:] = generation prompt + this turn
+                await loop.run_in_executor(None, lambda: state.extend(messages[-2:]))
                 metrics["tool_calls"] += time.perf_counter() - t0
-                new_ids = rendered["input_ids"][0].tolist()
-                if new_ids[: len(ids)] != ids:
+                new_ids = state.ids[rendered_before:] + state.generation_prompt_ids()
+                turn_ids = ids[rendered_before:]
+                if new_ids[: len(turn_ids)] != turn_ids:
                     raise TemplateError(f"sample {sample.id}: the rendered conversation does not extend the generated tokens")
-                delta = new_ids[len(ids) :]
+                delta = new_ids[len(turn_ids) :]
                 if len(mask) + len(delta) >= self.response_length:
                     # As verl's ToolAgentLoop: a tool turn that does not fit is left out (cutting it
                     # would separate a video placeholder from its frames).
@@ -393,8 +397,8 @@ class VideoSeekAgentLoop(AgentLoopBase):
                 mask += [0] * len(delta)
                 if logprobs is not None:
                     logprobs += [0.0] * len(delta)  # tool tokens: masked, never read
-                videos = list(rendered["multi_modal_data"].get("video", []))
-                grid = rendered.get("video_grid_thw")
+                videos = list(state.videos)
+                grid = state.video_grid_thw()
                 tool_turns += 1
         except (GenerationError, TemplateError, OSError, RuntimeError, ValueError) as exc:
             failure = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
@@ -502,10 +506,11 @@ class VideoSeekAgentLoop(AgentLoopBase):
         loop = asyncio.get_running_loop()
         rates = []
         for i, (k, prefix_text) in enumerate(prefixes):
-            rendered = await loop.run_in_executor(None, lambda k=k: self.renderer.render(messages[:k], add_generation_prompt=True))
-            prompt = rendered["input_ids"][0].tolist() + prefix_token_ids(self.tokenizer, prefix_text)
-            videos = list(rendered["multi_modal_data"].get("video", []))
-            grid = rendered.get("video_grid_thw")
+            # What the server needs only (ids, raw videos, their grid): no pixel values concatenated.
+            state = await loop.run_in_executor(None, lambda k=k: self.renderer.start(messages[:k]))
+            prompt = state.prompt_ids() + prefix_token_ids(self.tokenizer, prefix_text)
+            videos = list(state.videos)
+            grid = state.video_grid_thw()
             params = self._turn_params(sampling_params, self.options.max_turn_tokens)
             turn = sum(1 for m in messages[:k] if m.role == "assistant")
             # each continuation seeded as the batched driver's continuation episodes are (agents.groups)
