@@ -1,6 +1,6 @@
 """`CropVideoTool` through verl's stock `ToolAgentLoop` on the v1 path (`AgentLoopWorkerTQ`, `PPOTrainerSync.step`).
 
-The ready tool config (`training/configs/crop_video_tool.yaml`) as shipped, rows from
+The ready tool config (`training/configs/tools/crop_video_tool.yaml`) as shipped, rows from
 `export-verl --agent tool_agent`, verl's own loop, Hermes parser and reward path, two trainer
 steps, with the CPU harness of the v1 tests (`verl_harness.py`): its server checks that every
 request holds one placeholder per image (the tool's frames) and per video (the sparse frames)
@@ -30,7 +30,7 @@ from videoseek.training.verl_plugin.crop_video_tool import MAX_TEXT, CropVideoTo
 from videoseek.training.verl_plugin.records import TOOL_AGENT_NAME, TOOL_KEY, sample_to_json  # noqa: E402
 from videoseek.training.verl_plugin.reward_fn import assistant_turns_of  # noqa: E402
 
-TOOL_CONFIG = Path(__file__).resolve().parents[1] / "training" / "configs" / "crop_video_tool.yaml"
+TOOL_CONFIG = Path(__file__).resolve().parents[1] / "training" / "configs" / "tools" / "crop_video_tool.yaml"
 WRONG = "<think>No need to look.</think><answer>A</answer>"
 
 

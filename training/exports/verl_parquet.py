@@ -10,7 +10,7 @@ One row per sample, in the layout `verl.utils.dataset.rl_dataset.RLHFDataset` re
   no-tool baseline) see the frames the env shows;
 - `reward_model.ground_truth`: the answer; `data_source`; `agent_name`: "videoseek"
   (`VideoSeekAgentLoop`, the default) or "tool_agent" (`--agent tool_agent`: verl's stock
-  `ToolAgentLoop` with `CropVideoTool` and `training/configs/crop_video_tool.yaml`);
+  `ToolAgentLoop` with `CropVideoTool` and `training/configs/tools/crop_video_tool.yaml`);
 - `extra_info`: `index`, `sample_id`, `split`, and `sample` (the `VideoSample` as a JSON string with
   an absolute video path and its duration filled in), which `VideoSeekAgentLoop` and
   `compute_score` read; the same string in `tools_kwargs.crop_video.create_kwargs.sample`, which
@@ -165,7 +165,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-pixels", type=int, default=EnvConfig().max_pixels, help="per-frame pixel budget")
     parser.add_argument("--agent", choices=[AGENT_NAME, TOOL_AGENT_NAME], default=AGENT_NAME,
                         help="the rows' agent_name: videoseek (VideoSeekAgentLoop, clips as video) or tool_agent "
-                        "(verl's stock ToolAgentLoop with CropVideoTool, clips as images; training/configs/crop_video_tool.yaml)")
+                        "(verl's stock ToolAgentLoop with CropVideoTool, clips as images; training/configs/tools/crop_video_tool.yaml)")
 
 
 def run(args: argparse.Namespace) -> int:

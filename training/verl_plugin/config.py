@@ -68,7 +68,8 @@ class TrainSpec:
 
 # ---- ready configs -----------------------------------------------------------------------------
 def list_ready_configs() -> list[str]:
-    """Names of the checked-in configs under training/configs (without .yaml), agent_loop excluded."""
+    """Names of the checked-in training configs under training/configs (without .yaml), agent_loop excluded
+    (tool configs for verl's ToolAgentLoop live in training/configs/tools/)."""
     return sorted(p.stem for p in CONFIGS_DIR.glob("*.yaml") if p.stem != "agent_loop")
 
 

@@ -1,7 +1,7 @@
 """`CropVideoTool`: `crop_video` as a `BaseTool` for verl's stock `ToolAgentLoop`, frames as images.
 
 For users who keep verl's own multi-turn loop (`agent_name: tool_agent`) rather than
-`VideoSeekAgentLoop`. Load it with the ready tool config `training/configs/crop_video_tool.yaml`
+`VideoSeekAgentLoop`. Load it with the ready tool config `training/configs/tools/crop_video_tool.yaml`
 (`actor_rollout_ref.rollout.multi_turn.tool_config_path`); rows from `videoseek export-verl
 --agent tool_agent` carry the sample in `extra_info.tools_kwargs.crop_video.create_kwargs.sample`
 (a JSON string).
