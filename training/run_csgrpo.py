@@ -334,7 +334,7 @@ def run_local(args: argparse.Namespace) -> int:
 
         trajectories = play(questions)
         varied, generated = varied_groups(trajectories)
-        zero_std_share, gen_batches = 1 - len(varied) / max(1, generated), 1
+        zero_std_share, gen_batches = 1 - len(varied) / max(1, generated), 1  # of the first batch: what filtering saves
         if dynamic.enable:
             # DAPO's dynamic sampling (verl's algorithm.filter_groups): refill with groups whose rewards differ,
             # asking only as many new questions as are missing. Refills draw from their own stream, so the

@@ -98,7 +98,9 @@ class CropVideoTool(BaseTool):
             return ToolResponse(text=f"Error: the call budget ({self.env_config.max_turns}) is spent. Give your final answer in <answer></answer>."), 0.0, {"budget_spent": 1.0}
         # The episode's frame budget (`max_total_frames`, crops only) is what the calls so far left.
         left = max(0, self.env_config.max_total_frames - record["frames"])
-        env = VideoSeekEnv(self._samples[instance_id], self.env_config.model_copy(update={"max_total_frames": left}))
+        # initial_frames 0: the loop already showed the sparse frames; a reset here decodes none of them again.
+        config = self.env_config.model_copy(update={"max_total_frames": left, "initial_frames": 0})
+        env = VideoSeekEnv(self._samples[instance_id], config)
         env.reset(seed=0)
         call = {"name": "crop_video", "arguments": parameters if isinstance(parameters, dict) else {}}
         obs, _, _, _, info = env.step(f"<tool_call>{json.dumps(call, default=str)}</tool_call>")
