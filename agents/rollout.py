@@ -145,12 +145,14 @@ def run_rollouts(
     progress: bool = True,
     on_episode: Callable[[Trajectory], None] | None = None,
     keep: bool = True,
+    norm_by_std: bool = True,
 ) -> list[Trajectory]:
     """Run every planned episode and return the finished trajectories (origin and perturbed).
 
     Group rewards and GRPO advantages (`agents.groups`) are applied per sample once all of its
     episodes have finished; they replace `reward` on the origin episodes. `seed` and `step` (the
     training step, 0 outside training) decide every episode's seed and DM-GRPO's mask pattern.
+    `norm_by_std` is verl's `algorithm.norm_adv_by_std_in_grpo` (False: Dr. GRPO's r - mean).
 
     Memory holds only the live batch: episodes are planned a sample at a time as the batch has
     room, and a finished group's frames, conversation and env are released once it is written.
@@ -200,7 +202,7 @@ def run_rollouts(
             if "process_thinker" in config.reward.component_weights():
                 origin = [e for e in group if e.perturbation is None]
                 rates = dict(zip((e.episode_id for e in origin), sample_success_rates(policy, origin, config)))
-            trajs = _finish_group(group, config, policy.name, rates)
+            trajs = _finish_group(group, config, policy.name, rates, norm_by_std)
             for traj, e in zip(trajs, group):
                 if writer:
                     writer.write(traj, e.env.frames_by_turn if e.env else {})
@@ -272,7 +274,8 @@ def _trajectory_of(ep: Episode, policy_name: str) -> Trajectory:
     return traj
 
 
-def _finish_group(group: list[Episode], config: EnvConfig, policy_name: str, rates: dict[str, list[float] | None] | None = None) -> list[Trajectory]:
+def _finish_group(group: list[Episode], config: EnvConfig, policy_name: str, rates: dict[str, list[float] | None] | None = None,
+                  norm_by_std: bool = True) -> list[Trajectory]:
     trajs = [_trajectory_of(ep, policy_name) for ep in group]
     origin = [(t, ep) for t, ep in zip(trajs, group) if ep.perturbation is None]
     perturbed: dict[str, list[Any]] = {}
@@ -291,7 +294,7 @@ def _finish_group(group: list[Episode], config: EnvConfig, policy_name: str, rat
             t.reward, t.reward_components = total, components
             if error is not None:
                 t.metrics["group_reward_error"] = error
-        for (t, _), a in zip(ok, group_advantages([t.reward for t, _ in ok])):
+        for (t, _), a in zip(ok, group_advantages([t.reward for t, _ in ok], norm_by_std=norm_by_std)):
             t.advantage = float(a)
     return trajs
 

@@ -9,7 +9,7 @@ import pytest
 
 from videoseek.agents.rollout import run_rollouts
 from videoseek.agents.scripted import SCRIPTED
-from videoseek.training.local_backend.collapse import CollapseWatch, tool_use_metrics
+from videoseek.training.local_backend.collapse import CollapseWatch, call_push, tool_use_metrics
 
 
 def test_watch_warns_once_after_n_low_steps_in_a_row():
@@ -34,6 +34,25 @@ def test_tool_use_metrics_of_a_cropping_and_a_non_cropping_policy(index_sample, 
     assert tool_use_metrics([]) == {}
 
 
+def test_call_push_names_the_term_that_favours_fewer_crops(index_sample, tmp_path):
+    # One group: a real cropping episode and a real blind one. Accuracy pays the crop; a search
+    # cost charged to the cropping episode alone pushes the other way, and GRPO's std makes a
+    # term that alone varies in a group count in full whatever its weight (Dr. GRPO's does not).
+    crop = run_rollouts([index_sample], SCRIPTED["oracle"](), out_dir=tmp_path / "o", progress=False)[0]
+    blind = run_rollouts([index_sample], SCRIPTED["no-tool"](), out_dir=tmp_path / "n", progress=False)[0]
+    group = [t.model_copy(update={"group": t.group.model_copy(update={"id": "g"})}) for t in (crop, blind)]
+    assert tool_use_metrics(group[:1])["calls_per_episode"] >= 1 and tool_use_metrics(group[1:])["calls_per_episode"] == 0
+    weights = {"accuracy": 1.0, "clue_seek": 0.25}
+    group[0].reward_components, group[1].reward_components = {"accuracy": 1.0, "clue_seek": -0.5}, {"accuracy": 0.0, "clue_seek": 0.0}
+    push = call_push(group, weights)
+    assert push["push/calls/accuracy"] > 0 > push["push/calls/clue_seek"]
+    group[1].reward_components = {"accuracy": 1.0, "clue_seek": 0.0}  # both right: only the search cost varies
+    normed, plain = call_push(group, weights), call_push(group, weights, norm_by_std=False)
+    assert normed["push/calls/accuracy"] == 0.0 == plain["push/calls/accuracy"]
+    assert normed["push/calls/clue_seek"] < 4 * plain["push/calls/clue_seek"] < 0  # std-normalised: full size; Dr. GRPO: the weight's share
+    assert call_push(group[:1], weights) == {"push/calls/accuracy": 0.0, "push/calls/clue_seek": 0.0} and call_push([], weights) == {}
+
+
 def test_local_grpo_logs_tool_use_every_step_and_warns_once(tmp_path, index_sample, capsys):
     pytest.importorskip("verl")
     import torch
@@ -47,7 +66,8 @@ def test_local_grpo_logs_tool_use_every_step_and_warns_once(tmp_path, index_samp
     data = write_jsonl([index_sample], tmp_path / "samples.jsonl")
     config = tmp_path / "fast.yaml"
     config.write_text(yaml.safe_dump({"max_turn_tokens": 12, "group_size": 2, "batch_size": 1,
-                                      "env": {"initial_frames": 2, "frames_per_call": 2, "max_turns": 2, "max_total_frames": 8, "max_pixels": 112 * 112}}))  # fmt: skip
+                                      "env": {"initial_frames": 2, "frames_per_call": 2, "max_turns": 2, "max_total_frames": 8, "max_pixels": 112 * 112},
+                                      "overrides": {"algorithm.norm_adv_by_std_in_grpo": False}}))  # fmt: skip
     before = torch.get_num_threads()
     argv = ["--backend", "local", "--model", str(tiny), "--data", str(data), "--steps", "3", "--config", str(config), "--out", str(tmp_path / "run"),
             "--threads", "1", "--collapse-threshold", "1.0", "--collapse-steps", "2"]  # fmt: skip
@@ -58,6 +78,9 @@ def test_local_grpo_logs_tool_use_every_step_and_warns_once(tmp_path, index_samp
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     for r in rows:
         assert 0.0 <= r["crop_rate"] <= 1.0 and r["calls_per_episode"] >= 0.0 and 0.0 <= r["valid_format"] <= 1.0
+        assert {"push/calls/accuracy", "push/calls/format"} <= set(r)
+    # verl's algorithm.norm_adv_by_std_in_grpo reaches the local update (Dr. GRPO's r - mean) and its record
+    assert json.loads((tmp_path / "run" / "rollouts" / "step_0001" / "grpo.json").read_text())["norm_adv_by_std"] is False
     low = [r["crop_rate"] < 1.0 for r in rows]
     err = capsys.readouterr().err
     expected = int(any(a and b for a, b in zip(low, low[1:])))

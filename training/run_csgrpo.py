@@ -241,7 +241,7 @@ def run_local(args: argparse.Namespace) -> int:
     from videoseek.agents.rollout import run_rollouts
     from videoseek.envs.env import EnvConfig
     from videoseek.rewards import RewardConfig
-    from videoseek.training.local_backend.collapse import CollapseWatch, tool_use_metrics
+    from videoseek.training.local_backend.collapse import CollapseWatch, call_push, tool_use_metrics
     from videoseek.training.local_backend.determinism import make_deterministic
     from videoseek.training.local_backend.grpo import grpo_update
     from videoseek.training.local_backend.sft import freeze_vision_encoder
@@ -276,6 +276,7 @@ def run_local(args: argparse.Namespace) -> int:
     cfg = compose(verl_overrides(spec, write_agent_loop_yaml(spec)))
     actor = omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)
     dynamic = omega_conf_to_dataclass(cfg.algorithm.filter_groups)  # enable, max_num_gen_batches (metric: the reward)
+    norm_by_std = bool(cfg.algorithm.norm_adv_by_std_in_grpo)  # False: Dr. GRPO's r - mean
     if dynamic.enable and dynamic.metric not in (None, "reward"):
         raise ConfigError(f"algorithm.filter_groups.metric: the local backend filters on the reward only (got {dynamic.metric!r})")
     env_config = EnvConfig(**spec.env, reward=RewardConfig(preset=spec.reward, **spec.reward_params))
@@ -330,7 +331,8 @@ def run_local(args: argparse.Namespace) -> int:
 
         def play(asked: list) -> list:
             return run_rollouts(asked, recorder, group_size=spec.group_size, env_config=env_config,
-                                out_dir=run_dir / "rollouts" / f"step_{step:04d}", seed=args.seed, step=step, progress=False)  # fmt: skip
+                                out_dir=run_dir / "rollouts" / f"step_{step:04d}", seed=args.seed, step=step, progress=False,
+                                norm_by_std=norm_by_std)  # fmt: skip
 
         trajectories = play(questions)
         varied, generated = varied_groups(trajectories)
@@ -356,16 +358,18 @@ def run_local(args: argparse.Namespace) -> int:
         # Update: group-normalised advantages, clipped policy loss, KL to the reference (verl's core_algos).
         if batch.episodes:
             stats = grpo_update(policy.model, reference, optimizer, batch.episodes, batch.rewards, batch.group_ids, actor, device,
-                                temperature=spec.temperature or 1.0, record_tokens=args.record_tokens)  # greedy (0) rollouts: plain log-probs
+                                norm_by_std=norm_by_std, temperature=spec.temperature or 1.0, record_tokens=args.record_tokens)  # greedy (0) rollouts: plain log-probs
             update = {"loss": stats.loss, "pg_loss": stats.pg_loss, "kl": stats.kl, "grad_norm": stats.grad_norm,
                       "pg_clipfrac": stats.pg_clipfrac, "policy_tokens": stats.policy_tokens, "entropy": stats.entropy}  # fmt: skip
         else:
             stats = None
             update = {"skipped": 1.0}  # every episode failed: nothing to learn from
         write_step_record(run_dir / "rollouts" / f"step_{step:04d}", step_record(
-            step, batch, stats, policy.tokenizer, env_config.reward.model_dump(mode="json"), record_tokens=args.record_tokens and stats is not None))
+            step, batch, stats, policy.tokenizer, env_config.reward.model_dump(mode="json"), norm_by_std=norm_by_std,
+            record_tokens=args.record_tokens and stats is not None))
         groups = {"groups/zero_std_share": zero_std_share, "groups/generated": generated, "groups/gen_batches": gen_batches}
-        row = {"step": step, **rollout_metrics(trajectories), **tool_use_metrics(trajectories), **groups, **update, "episodes": len(batch.episodes),
+        row = {"step": step, **rollout_metrics(trajectories), **tool_use_metrics(trajectories),
+               **call_push(trajectories, env_config.reward.component_weights(), norm_by_std), **groups, **update, "episodes": len(batch.episodes),
                "time/rollout_s": t_rollout, "time/step_s": time.perf_counter() - t0}  # fmt: skip
         if str(device).startswith("cuda"):
             row["gpu/max_memory_gb"] = torch.cuda.max_memory_allocated() / 2**30

@@ -6,14 +6,17 @@ fine (DeepEyes #55, #83). `tool_use_metrics` gives, over a step's origin episode
 crops) and `valid_format` (share whose every turn was one unrepaired protocol action, ending with
 an answer), the numbers `videoseek eval` reports (`agents.evaluate.episode_metrics`).
 `CollapseWatch` warns once when the crop rate stays below a threshold for N steps in a row.
+`call_push` says which reward term drives the number of calls, before the rate shows it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
 
 from videoseek.agents.evaluate import episode_metrics
 from videoseek.envs.trajectory import Trajectory
+from videoseek.rewards.advantage import term_push
 
 DEFAULT_THRESHOLD = 0.1
 DEFAULT_STEPS = 5
@@ -30,6 +33,29 @@ def tool_use_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:
         "calls_per_episode": sum(m["calls"] for m in per) / n,
         "valid_format": sum(m["valid_format"] for m in per) / n,
     }
+
+
+def call_push(trajectories: Sequence[Trajectory], weights: Mapping[str, float], norm_by_std: bool = True) -> dict[str, float]:
+    """`push/calls/<term>`: per weighted reward term, sum_i A_i (calls_i - group mean) of its part of
+    the advantages (`rewards.advantage.term_push`), summed over the step's groups and divided by its
+    scored origin episodes. Negative: that term makes GRPO favour the episodes with fewer crops.
+
+    Found with it (docs/training.md): with GRPO's std, clue-seek's small differences in groups that
+    all answer right pushed the search down as hard as accuracy pushed it up; {} without episodes.
+    """
+    groups: dict[str, list[Trajectory]] = defaultdict(list)
+    for t in trajectories:
+        if t.group.role == "origin" and t.failure is None and t.reward_components:
+            groups[t.group.id].append(t)
+    n = sum(len(g) for g in groups.values())
+    if not n:
+        return {}
+    total = dict.fromkeys(weights, 0.0)
+    for group in groups.values():
+        push = term_push([t.reward_components for t in group], weights, [episode_metrics(t)["calls"] for t in group], norm_by_std=norm_by_std)
+        for k, v in push.items():
+            total[k] += v
+    return {f"push/calls/{k}": v / n for k, v in total.items()}
 
 
 class CollapseWatch:
