@@ -188,7 +188,9 @@ def learn(args: argparse.Namespace) -> int:
     for name in BASELINES:
         evaluate(name, name)
 
-    summary = write_summary(out, data["heldout"], checkpoints, time.perf_counter() - started)
+    # --resume: add this invocation's time to the earlier ones' (their summary's), not replace it
+    earlier = json.loads((out / "summary.json").read_text()).get("seconds", 0.0) if args.resume and (out / "summary.json").is_file() else 0.0
+    summary = write_summary(out, data["heldout"], checkpoints, earlier + time.perf_counter() - started)
     plot_curves(out / "grpo" / "metrics.jsonl", out / "sft" / "metrics.jsonl", out / "curves.png")
     print(markdown_table(summary))
     print(f"summary: {out / 'summary.json'}\ncurves: {out / 'curves.png'}\ntrajectories: videoseek view {out / 'eval' / 'grpo'}")

@@ -734,15 +734,18 @@
     const steps = data.steps;
     const series = (name) => ({ name, points: rows.map((r) => [r.step, r[name]]) });
     const compSeries = data.series.filter((k) => k.startsWith("reward/")).map((k) => ({ name: k.slice(7), points: series(k).points }));
+    // push/calls/<term>: which reward term makes GRPO favour more crops (+) or fewer (-)
+    const pushSeries = data.series.filter((k) => k.startsWith("push/calls/")).map((k) => ({ name: k.slice(11), points: series(k).points }));
     let step = parseInt(params.get("step") || "", 10);
     if (!steps.includes(step)) step = steps.length ? steps[steps.length - 1] : null;
     const charts = h("div", { class: "charts", id: "training-charts" });
     const stepPanel = h("div", { id: "step-panel" });
-    const extra = h("select", { id: "extra-series" }, [h("option", { value: "" }, "another series…")].concat(data.series.filter((k) => !["reward", "accuracy", "kl", "entropy"].includes(k) && !k.startsWith("reward/")).map((k) => h("option", { value: k }, k))));
+    const extra = h("select", { id: "extra-series" }, [h("option", { value: "" }, "another series…")].concat(data.series.filter((k) => !["reward", "accuracy", "kl", "entropy"].includes(k) && !k.startsWith("reward/") && !k.startsWith("push/calls/")).map((k) => h("option", { value: k }, k))));
     const drawCharts = () => {
       const pick = (st) => { if (steps.includes(st)) setStep(st); };
       const list = ["reward", "accuracy", "kl", "entropy"].filter((k) => data.series.includes(k)).map((k) => lineChart({ title: k, series: [series(k)], current: step, onPick: pick }));
       if (compSeries.length) list.push(lineChart({ title: "reward components (unweighted means)", series: compSeries, current: step, onPick: pick }));
+      if (pushSeries.length) list.push(lineChart({ title: "push on crop calls by term (+ more, - fewer)", series: pushSeries, current: step, onPick: pick }));
       if (extra.value) list.push(lineChart({ title: extra.value, series: [series(extra.value)], current: step, onPick: pick }));
       charts.replaceChildren(...(list.length ? list : [h("p", { class: "notice" }, "no metrics yet (" + data.path + "/metrics.jsonl)")]));
     };
