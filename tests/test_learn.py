@@ -83,6 +83,8 @@ def test_summary_pairs_stages_by_sample_and_checks_the_claims(curriculum, tmp_pa
     acc = {t.sample_id: t.accuracy for t in read_trajectories(tmp_path / "eval" / "grpo")}
     acc_sft = {t.sample_id: t.accuracy for t in read_trajectories(tmp_path / "eval" / "sft")}
     assert summary["checks"]["grpo_accuracy_gain_low>0"] == (mean_interval([acc[k] - acc_sft[k] for k in acc])[1] > 0)
+    room = summary["grpo_minus_sft"]["accuracy_if_all_right"]
+    assert room["mean"] == pytest.approx(1.0 - summary["sft"]["accuracy"]) and room["interval"][0] == mean_interval([1.0 - a for a in acc_sft.values()])[1]
 
     # --seeds: per-seed rows and their mean, from each seed's summary.json
     worse = json.loads(json.dumps(summary))
@@ -93,3 +95,4 @@ def test_summary_pairs_stages_by_sample_and_checks_the_claims(curriculum, tmp_pa
     assert "grpo_reward_gain_low>0" in report["seeds"][1]["checks_failed"] and 1 not in report["passed"]
     rows = learn.seeds_table(report).splitlines()
     assert len(rows) == 5 and rows[-1].startswith("| mean |") and "fail: " in rows[3]
+    assert f"| {room['interval'][0]:+.3f} |" in rows[2]
