@@ -82,6 +82,7 @@ def restore_args(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from videoseek.agents.cpu_kernels import pin_cpu_kernels
     from videoseek.agents.evaluate import episode_metrics
     from videoseek.agents.policy import load_policy
     from videoseek.agents.rollout import run_rollouts
@@ -136,6 +137,8 @@ def run(args: argparse.Namespace) -> int:
 
     # Scripted (and unknown) policies load at once; a model loads only after the videos pass the
     # pre-check (it takes minutes, and bad videos are found in seconds).
+    if args.policy.startswith("hf:"):
+        pin_cpu_kernels()  # before the videos are decoded: a model's CPU numbers then match on other machines
     policy = None if args.policy.startswith(("hf:", "vllm:")) else policy_or_error()
     samples = precheck_videos(rows, args.data, config.video_backend, skip_bad=args.skip_bad)
     policy = policy or policy_or_error()

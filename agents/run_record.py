@@ -13,6 +13,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from videoseek.agents.cpu_kernels import cpu_kernels
+
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 
 
@@ -84,5 +86,5 @@ def run_record(command: str, fields: dict[str, Any], *, data: list[str | Path], 
         "data_files": [{"path": str(p), "sha256": file_sha256(p) if p.is_file() else None} for p in paths],
         "model": model_record(model),
         "decoding": decoding,
-        "software": {"videoseek": package_version(), "git_commit": git_commit()},
+        "software": {"videoseek": package_version(), "git_commit": git_commit(), "cpu_kernels": cpu_kernels()},
     }

@@ -86,6 +86,7 @@ def test_two_short_sft_runs_give_identical_checkpoints_and_metrics(tmp_path, tin
     record = json.loads((first / "run.json").read_text())
     assert record["command"] == "sft" and record["data_files"][0]["sha256"] and record["model"]["weights_sha256"]
     assert record["determinism"]["deterministic_algorithms"] and record["determinism"]["torch_threads"] == 1
+    assert_pinned(record["determinism"]["cpu_kernels"])
 
 
 def test_two_three_step_local_grpo_runs_give_identical_metrics(tmp_path, tiny, index_sample):
@@ -109,3 +110,29 @@ def test_two_three_step_local_grpo_runs_give_identical_metrics(tmp_path, tiny, i
     assert rows[0]["grad_norm"] > 0  # a run that learns something, not three skipped steps
     record = json.loads((tmp_path / "grpo1" / "run.json").read_text())
     assert record["command"] == "grpo" and record["decoding"]["max_new_tokens"] == 16 and record["model"]["weights_sha256"]
+    assert_pinned(record["determinism"]["cpu_kernels"])
+    assert record["software"]["cpu_kernels"] == record["determinism"]["cpu_kernels"]
+
+
+def assert_pinned(cpu: dict) -> None:
+    """The run chose AVX2 kernels, not the machine's best: the pins were set before the first tensor op."""
+    from videoseek.agents.cpu_kernels import CPU_KERNEL_PINS
+
+    assert {k: cpu[k] for k in CPU_KERNEL_PINS} == CPU_KERNEL_PINS
+    assert cpu["capability"] != "AVX512"  # what an AVX-512 machine (this project's) chooses unpinned
+
+
+def test_a_pin_after_the_first_tensor_op_warns_when_it_came_too_late():
+    code = ("import os, warnings, torch\n"
+            "for k in ('ATEN_CPU_CAPABILITY', 'ONEDNN_MAX_CPU_ISA', 'MKL_CBWR'): os.environ.pop(k, None)\n"
+            "best = torch.backends.cpu.get_cpu_capability()\n"  # this call fixes ATen's choice, as a first op does
+            "from videoseek.agents.cpu_kernels import pin_cpu_kernels\n"
+            "with warnings.catch_warnings(record=True) as caught:\n"
+            "    warnings.simplefilter('always')\n"
+            "    record = pin_cpu_kernels()\n"
+            "print(best, record['capability'], len(caught))")
+    env = {k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_CBWR")}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    best, chosen, warned = done.stdout.split()
+    assert chosen == best and int(warned) == (best == "AVX512")

@@ -234,6 +234,10 @@ def run_verl(args: argparse.Namespace) -> int:
 
 # ---- 4b. the local backend: GRPO in one process ------------------------------------------------
 def run_local(args: argparse.Namespace) -> int:
+    # First: it pins the CPU kernels, which a tensor op in the imports below (verl's) would fix.
+    from videoseek.training.local_backend.determinism import make_deterministic
+
+    determinism = make_deterministic(args.seed, args.threads)
     import numpy as np
     import torch
     from verl.utils.config import omega_conf_to_dataclass
@@ -242,7 +246,6 @@ def run_local(args: argparse.Namespace) -> int:
     from videoseek.envs.env import EnvConfig
     from videoseek.rewards import RewardConfig
     from videoseek.training.local_backend.collapse import CollapseWatch, call_push, tool_use_metrics
-    from videoseek.training.local_backend.determinism import make_deterministic
     from videoseek.training.local_backend.grpo import grpo_update
     from videoseek.training.local_backend.sft import freeze_vision_encoder
     from videoseek.training.local_backend.rollout import (
@@ -270,7 +273,6 @@ def run_local(args: argparse.Namespace) -> int:
     done_steps = previous_steps(run_dir, args)
     samples = load_samples(args, run_dir)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    determinism = make_deterministic(args.seed, args.threads)
 
     # verl's actor config (clip ratios, loss aggregation, KL type and weight): the same numbers a verl run uses.
     cfg = compose(verl_overrides(spec, write_agent_loop_yaml(spec)))

@@ -96,18 +96,20 @@ def run_verl(args: argparse.Namespace) -> int:
 
 # ---- 2b. the local backend ---------------------------------------------------------------------
 def run_local(args: argparse.Namespace) -> int:
+    # First: it pins the CPU kernels, which a tensor op in the imports below (verl's) would fix.
+    from videoseek.training.local_backend.determinism import make_deterministic
+
+    determinism = make_deterministic(args.seed, args.threads)
     import numpy as np
     import torch
     from transformers import AutoModelForImageTextToText, AutoProcessor, get_cosine_schedule_with_warmup
     from videoseek.agents.rope import use_sampling_rope_index
     from videoseek.agents.run_record import run_record
-    from videoseek.training.local_backend.determinism import make_deterministic
     from videoseek.training.local_backend.sft import evaluate_loss, freeze_vision_encoder, load_sft_episodes, sft_step
 
     run_dir = Path(args.out)
     run_dir.mkdir(parents=True, exist_ok=True)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    determinism = make_deterministic(args.seed, args.threads)
     rng = np.random.default_rng(args.seed)
 
     # Data: every row tokenised once, with the processor the checkpoint ships.
