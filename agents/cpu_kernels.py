@@ -15,6 +15,7 @@ output was the same with every instruction set from SSSE3 to AVX-512.
 from __future__ import annotations
 
 import os
+import platform
 import sys
 import warnings
 from typing import Any
@@ -40,8 +41,21 @@ def pin_cpu_kernels() -> dict[str, Any]:
 
 
 def cpu_kernels() -> dict[str, Any] | None:
-    """{"capability": ATen's kernels, and the three pin variables as set}; None when torch is not loaded."""
+    """{"processor", "capability": ATen's kernels, and the three pin variables as set}; None when torch is not loaded."""
     torch = sys.modules.get("torch")
     if torch is None:
         return None
-    return {"capability": torch.backends.cpu.get_cpu_capability(), **{name: os.environ.get(name) for name in CPU_KERNEL_PINS}}
+    return {"processor": processor_name(), "capability": torch.backends.cpu.get_cpu_capability(),
+            **{name: os.environ.get(name) for name in CPU_KERNEL_PINS}}  # fmt: skip
+
+
+def processor_name() -> str:
+    """The CPU's model name (Linux's /proc/cpuinfo, else `platform.processor()`): which machine a run's numbers came from."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()

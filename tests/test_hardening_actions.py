@@ -123,12 +123,15 @@ def test_unencodable_text_is_replaced_and_counted(env):
     assert env.trajectory.metrics["sanitized"] == 2
 
 
+# float16 values from 64-bit draws: hypothesis 6.170 can re-encode a 64-bit float into a
+# `floats(width=16)` branch of a one_of and overflow inside hypothesis (OverflowError in downcast).
+FLOAT16 = st.one_of(st.floats(-65504, 65504), st.sampled_from([math.inf, -math.inf, math.nan])).map(np.float16)
 # Anything a policy might hold: Python and numpy values of every kind, good and bad.
 VALUES = st.one_of(
     st.none(), st.booleans(), st.integers(), st.sampled_from([10**400, -(10**400), 10**5000]),
     st.floats(allow_nan=True, allow_infinity=True), st.floats(-5, 25),
     st.text(max_size=12), st.sampled_from(["1.5", "0:03", "00:00:12.5", "7s", "12", "nan", "inf", "-1", "1e400", "", " ", "\ud800", "1\n2"]),
-    st.binary(max_size=6), st.floats(-5, 25).map(np.float32), st.floats(width=16).map(np.float16), st.integers(-5, 25).map(np.int64),
+    st.binary(max_size=6), st.floats(-5, 25).map(np.float32), FLOAT16, st.integers(-5, 25).map(np.int64),
     st.integers(0, 255).map(np.uint8), st.booleans().map(np.bool_), st.text(max_size=4).map(np.str_), st.floats(-5, 25).map(np.array),
     st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
     st.complex_numbers(max_magnitude=10), st.decimals(allow_nan=True), st.fractions(),

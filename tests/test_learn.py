@@ -55,14 +55,16 @@ def test_searchers_find_the_flash_and_answer_right(curriculum, name, tmp_path):
 def test_summary_pairs_stages_by_sample_and_checks_the_claims(curriculum, tmp_path):
     from videoseek.training import learn
 
-    for stage, policy in {"base": "no-tool", "sft": "sweep", "grpo": "oracle-brief", "no-tool": "no-tool", "oracle": "oracle"}.items():
+    stages = {"base": "no-tool", "sft": "sweep", "grpo": "oracle-brief", "no-tool": "no-tool", "oracle": "oracle",
+              "sft-sampled": "sweep-shuffled", "grpo-sampled": "oracle"}  # fmt: skip
+    for stage, policy in stages.items():
         run_rollouts(curriculum, SCRIPTED[policy](), env_config=ENV, out_dir=tmp_path / "eval" / stage, progress=False)
     for stage, key in (("sft", "loss"), ("grpo", "reward")):
         (tmp_path / stage).mkdir()
         rows = [{"step": k, key: 1.0 / k, "accuracy": 0.5, "kl": 0.0, "entropy": 0.1} | ({"val_loss": 0.4} if k == 3 else {}) for k in (1, 2, 3)]
         (tmp_path / stage / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     checkpoints = {s: tmp_path / s / "checkpoint" for s in learn.STAGES}
-    summary = learn.write_summary(tmp_path, tmp_path / "heldout.jsonl", checkpoints, seconds=1.0)
+    summary = learn.write_summary(tmp_path, tmp_path / "heldout.jsonl", checkpoints, seconds=1.0, temperature=0.8)
 
     sft = {t.sample_id: t.reward for t in read_trajectories(tmp_path / "eval" / "sft")}
     grpo = {t.sample_id: t.reward for t in read_trajectories(tmp_path / "eval" / "grpo")}
@@ -74,9 +76,13 @@ def test_summary_pairs_stages_by_sample_and_checks_the_claims(curriculum, tmp_pa
     for stage in learn.STAGES:
         low, high = summary[stage]["intervals"]["reward"]
         assert low <= summary[stage]["reward"] <= high
+    sampled = {s: {t.sample_id: t.reward for t in read_trajectories(tmp_path / "eval" / f"{s}-sampled")} for s in learn.SAMPLED}
+    mean, low, high = mean_interval([sampled["grpo"][k] - sampled["sft"][k] for k in sampled["sft"]])
+    assert summary["sampled"]["grpo_minus_sft"]["reward"] == {"mean": mean, "interval": [low, high], "samples": len(curriculum)}
+    assert summary["sampled"]["temperature"] == 0.8 and summary["sampled"]["grpo"]["accuracy"] == 1.0
     assert json.loads((tmp_path / "summary.json").read_text()) == summary
     table = learn.markdown_table(summary)
-    assert table.count("\n| ") == 5 and "GRPO - SFT" in table
+    assert table.count("\n| ") == 5 and "GRPO - SFT" in table and "Sampled at T = 0.8" in table
 
     learn.plot_curves(tmp_path / "grpo" / "metrics.jsonl", tmp_path / "sft" / "metrics.jsonl", tmp_path / "curves.png")
     assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -96,3 +102,5 @@ def test_summary_pairs_stages_by_sample_and_checks_the_claims(curriculum, tmp_pa
     rows = learn.seeds_table(report).splitlines()
     assert len(rows) == 5 and rows[-1].startswith("| mean |") and "fail: " in rows[3]
     assert f"| {room['interval'][0]:+.3f} |" in rows[2]
+    assert report["seeds"][0]["sampled_reward_gain"] == summary["sampled"]["grpo_minus_sft"]["reward"]
+    assert rows[2].count(" | ") == rows[0].count(" | ")  # every column filled

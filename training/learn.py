@@ -19,11 +19,13 @@ From nothing, each stage an ordinary command printed before it runs (repeat any 
    them) that SFT never saw.
 6. evaluation: `videoseek rollout` + `videoseek eval` on the held-out set for `base`, `sft`,
    `grpo` and the `no-tool` and `oracle` scripted agents, with the same env and decoding.
+7. `sft` and `grpo` again, sampled at GRPO's rollout temperature (RUN/eval/NAME-sampled): the
+   policy GRPO optimises, where the greedy one may already sit at its mode.
 
 It writes RUN/summary.json (per stage: held-out accuracy, mean reward, coverage, valid-format
 rate, rate of episodes with a crop_video call, episode count, 95 % intervals, checkpoint; the
 held-out samples path; the scripted baselines; the GRPO - SFT reward difference paired by
-sample with its interval; the checks of issue 12), RUN/curves.png (GRPO reward, accuracy, KL
+sample with its interval; the same for the sampled evaluations; the checks of issue 12), RUN/curves.png (GRPO reward, accuracy, KL
 and entropy per step, and the SFT loss with its validation loss on sweeps of a third set), and every evaluation's trajectories under RUN/eval/
 (`videoseek view RUN/eval/grpo`).
 
@@ -55,6 +57,7 @@ HERE = Path(__file__).resolve().parent
 CURRICULUM = ["--kinds", "flash_colour", "--min-duration", "10", "--max-duration", "10", "--avoid-uniform", "4"]
 STAGES = ("base", "sft", "grpo")
 BASELINES = ("no-tool", "oracle")
+SAMPLED = ("sft", "grpo")  # evaluated a second time at GRPO's rollout temperature (RUN/eval/NAME-sampled)
 SEARCHERS = (("sweep", None), ("sweep-shuffled", None), ("oracle-brief", 4))  # (policy, share 1/k of the samples)
 VAL_N = 64  # samples whose sweeps give SFT's validation loss
 REPORTED = ("accuracy", "reward", "coverage", "valid_format", "crop_rate")
@@ -163,9 +166,10 @@ def learn(args: argparse.Namespace) -> int:
     sft_val = out / "sft_val" / "train.parquet"
     stage(sft_val, [*videoseek, "export-sft", "--runs", str(out / "traces_val"), "--out", str(sft_val.parent)])
 
-    def evaluate(name: str, policy: str) -> None:
+    def evaluate(name: str, policy: str, temperature: float | None = None) -> None:
         run_dir = out / "eval" / name
-        model = ["--temperature", str(args.eval_temperature), "--max-new-tokens", str(config["max_turn_tokens"]), "--seed", str(args.seed)]
+        temperature = args.eval_temperature if temperature is None else temperature
+        model = ["--temperature", str(temperature), "--max-new-tokens", str(config["max_turn_tokens"]), "--seed", str(args.seed)]
         stage(run_dir / "trajectories.jsonl",
               [*videoseek, "rollout", "--data", str(data["heldout"]), "--policy", policy, "--out", str(run_dir), *common,
                *(model if policy.startswith("hf:") else [])], log=f"eval_{name}.log")  # fmt: skip
@@ -187,10 +191,13 @@ def learn(args: argparse.Namespace) -> int:
     evaluate("grpo", f"hf:{checkpoints['grpo']}")
     for name in BASELINES:
         evaluate(name, name)
+    # 7. SFT and GRPO again, sampled at GRPO's rollout temperature: the policy GRPO optimises
+    for name in SAMPLED:
+        evaluate(f"{name}-sampled", f"hf:{checkpoints[name]}", temperature=float(config["temperature"]))
 
     # --resume: add this invocation's time to the earlier ones' (their summary's), not replace it
     earlier = json.loads((out / "summary.json").read_text()).get("seconds", 0.0) if args.resume and (out / "summary.json").is_file() else 0.0
-    summary = write_summary(out, data["heldout"], checkpoints, earlier + time.perf_counter() - started)
+    summary = write_summary(out, data["heldout"], checkpoints, earlier + time.perf_counter() - started, float(config["temperature"]))
     plot_curves(out / "grpo" / "metrics.jsonl", out / "sft" / "metrics.jsonl", out / "curves.png")
     print(markdown_table(summary))
     print(f"summary: {out / 'summary.json'}\ncurves: {out / 'curves.png'}\ntrajectories: videoseek view {out / 'eval' / 'grpo'}")
@@ -223,9 +230,9 @@ def paired_difference(a: dict[str, dict[str, float]], b: dict[str, dict[str, flo
     return {"mean": mean, "interval": [low, high], "samples": len(common)}
 
 
-def write_summary(out: Path, heldout: Path, checkpoints: dict[str, Path], seconds: float) -> dict:
+def write_summary(out: Path, heldout: Path, checkpoints: dict[str, Path], seconds: float, temperature: float) -> dict:
     stages, per = {}, {}
-    for name in (*STAGES, *BASELINES):
+    for name in (*STAGES, *BASELINES, *(f"{s}-sampled" for s in SAMPLED)):
         stages[name], per[name] = stage_metrics(out / "eval" / name)
     for name in STAGES:
         stages[name]["checkpoint"] = str(checkpoints[name])
@@ -241,6 +248,12 @@ def write_summary(out: Path, heldout: Path, checkpoints: dict[str, Path], second
         **{name: stages[name] for name in STAGES},
         "baselines": {name: stages[name] for name in BASELINES},
         "grpo_minus_sft": {"reward": reward_gain, "accuracy": accuracy_gain, "accuracy_if_all_right": accuracy_room},
+        # Reported, not checked: the checks stay on greedy decoding, as `make learn` has always evaluated.
+        "sampled": {
+            "temperature": temperature,
+            **{name: stages[f"{name}-sampled"] for name in SAMPLED},
+            "grpo_minus_sft": {key: paired_difference(per["sft-sampled"], per["grpo-sampled"], key) for key in ("reward", "accuracy")},
+        },
         "checks": {
             "heldout_episodes>=64": min(stages[s]["episodes"] for s in STAGES) >= 64,
             "sft_valid_format>=0.9": stages["sft"]["valid_format"] >= 0.9,
@@ -264,6 +277,10 @@ def markdown_table(summary: dict) -> str:
         lines.append(f"| {name} | {m['episodes']} | " + " | ".join(cells) + " |")
     gain = summary["grpo_minus_sft"]["reward"]
     lines.append(f"\nGRPO - SFT held-out mean reward, paired by sample: {gain['mean']:+.3f} [{gain['interval'][0]:+.3f}, {gain['interval'][1]:+.3f}]")
+    sampled = summary["sampled"]
+    for key in ("accuracy", "reward"):
+        g = sampled["grpo_minus_sft"][key]
+        lines.append(f"Sampled at T = {sampled['temperature']}: GRPO - SFT held-out {key} {g['mean']:+.3f} [{g['interval'][0]:+.3f}, {g['interval'][1]:+.3f}] (reported, not checked)")
     room = summary["grpo_minus_sft"]["accuracy_if_all_right"]["interval"][0]
     lines.append(f"Room above SFT: a GRPO right on every question would gain accuracy with lower bound {room:+.3f}")
     return "\n".join(lines)
@@ -278,11 +295,12 @@ def seeds_report(summaries: dict[int, dict]) -> dict:
             "sft_reward": s["sft"]["reward"], "grpo_reward": s["grpo"]["reward"],
             "accuracy_gain": s["grpo_minus_sft"]["accuracy"], "reward_gain": s["grpo_minus_sft"]["reward"],
             "accuracy_room_low": s["grpo_minus_sft"]["accuracy_if_all_right"]["interval"][0],
+            "sampled_accuracy_gain": s["sampled"]["grpo_minus_sft"]["accuracy"], "sampled_reward_gain": s["sampled"]["grpo_minus_sft"]["reward"],
             "checks_failed": [k for k, v in s["checks"].items() if not v],
         }  # fmt: skip
     keys = ("sft_accuracy", "grpo_accuracy", "sft_reward", "grpo_reward")
     mean = {k: sum(r[k] for r in rows.values()) / len(rows) for k in keys}
-    for k in ("accuracy_gain", "reward_gain"):
+    for k in ("accuracy_gain", "reward_gain", "sampled_accuracy_gain", "sampled_reward_gain"):
         mean[k] = sum(r[k]["mean"] for r in rows.values()) / len(rows)
     return {"seeds": rows, "mean": mean, "passed": [s for s, r in rows.items() if not r["checks_failed"]]}
 
@@ -291,20 +309,23 @@ def seeds_table(report: dict) -> str:
     """One row per seed and the mean: held-out accuracy and reward of SFT and GRPO, and GRPO - SFT paired by question.
 
     "room" is the accuracy gain's lower bound if GRPO were right on every question: the most the
-    accuracy check could see above that seed's SFT.
+    accuracy check could see above that seed's SFT. The last two columns compare the same
+    checkpoints sampled at GRPO's rollout temperature (reported, not checked).
     """
     def gain(g: dict) -> str:
         return f"{g['mean']:+.3f} [{g['interval'][0]:+.3f}, {g['interval'][1]:+.3f}]"
 
-    lines = ["| seed | SFT accuracy | GRPO accuracy | GRPO - SFT accuracy | room | SFT reward | GRPO reward | GRPO - SFT reward | checks |",
-             "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = ["| seed | SFT accuracy | GRPO accuracy | GRPO - SFT accuracy | room | SFT reward | GRPO reward | GRPO - SFT reward | sampled: accuracy | sampled: reward | checks |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for seed, r in report["seeds"].items():
         checks = "pass" if not r["checks_failed"] else "fail: " + ", ".join(r["checks_failed"])
         lines.append(f"| {seed} | {r['sft_accuracy']:.3f} | {r['grpo_accuracy']:.3f} | {gain(r['accuracy_gain'])} | {r['accuracy_room_low']:+.3f} | "
-                     f"{r['sft_reward']:.3f} | {r['grpo_reward']:.3f} | {gain(r['reward_gain'])} | {checks} |")  # fmt: skip
+                     f"{r['sft_reward']:.3f} | {r['grpo_reward']:.3f} | {gain(r['reward_gain'])} | "
+                     f"{gain(r['sampled_accuracy_gain'])} | {gain(r['sampled_reward_gain'])} | {checks} |")  # fmt: skip
     m = report["mean"]
     lines.append(f"| mean | {m['sft_accuracy']:.3f} | {m['grpo_accuracy']:.3f} | {m['accuracy_gain']:+.3f} | | "
-                 f"{m['sft_reward']:.3f} | {m['grpo_reward']:.3f} | {m['reward_gain']:+.3f} | {len(report['passed'])}/{len(report['seeds'])} |")  # fmt: skip
+                 f"{m['sft_reward']:.3f} | {m['grpo_reward']:.3f} | {m['reward_gain']:+.3f} | "
+                 f"{m['sampled_accuracy_gain']:+.3f} | {m['sampled_reward_gain']:+.3f} | {len(report['passed'])}/{len(report['seeds'])} |")  # fmt: skip
     return "\n".join(lines)
 
 
