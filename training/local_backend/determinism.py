@@ -1,7 +1,8 @@
 """Seeds, deterministic kernels and thread counts for the training entry points (one call, first thing).
 
-`make_deterministic` pins the CPU kernels to one instruction set (`agents.cpu_kernels`), seeds torch's generators, asks torch for deterministic algorithms (on CUDA
-also a fixed cuBLAS workspace and no cuDNN autotuning) and fixes the CPU thread count. A kernel
+`make_deterministic` pins the CPU kernels to one instruction set (`agents.cpu_kernels`), seeds
+torch's generators, asks torch for deterministic algorithms (on CUDA also a fixed cuBLAS
+workspace and no cuDNN autotuning) and fixes the CPU thread count. A kernel
 without a deterministic version warns instead of stopping the run (`warn_only`), so a GPU run
 says which op may differ between reruns. What each backend then repeats: docs/training.md,
 "Reproducible runs".
