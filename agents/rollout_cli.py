@@ -135,10 +135,10 @@ def run(args: argparse.Namespace) -> int:
         except (ValueError, OSError) as exc:
             raise UserError(str(exc).splitlines()[0]) from None
 
-    # Scripted (and unknown) policies load at once; a model loads only after the videos pass the
-    # pre-check (it takes minutes, and bad videos are found in seconds).
     if args.policy.startswith("hf:"):
         pin_cpu_kernels()  # before the videos are decoded: a model's CPU numbers then match on other machines
+    # Scripted (and unknown) policies load at once; a model loads only after the videos pass the
+    # pre-check (it takes minutes, and bad videos are found in seconds).
     policy = None if args.policy.startswith(("hf:", "vllm:")) else policy_or_error()
     samples = precheck_videos(rows, args.data, config.video_backend, skip_bad=args.skip_bad)
     policy = policy or policy_or_error()

@@ -25,8 +25,9 @@ From nothing, each stage an ordinary command printed before it runs (repeat any 
 It writes RUN/summary.json (per stage: held-out accuracy, mean reward, coverage, valid-format
 rate, rate of episodes with a crop_video call, episode count, 95 % intervals, checkpoint; the
 held-out samples path; the scripted baselines; the GRPO - SFT reward difference paired by
-sample with its interval; the same for the sampled evaluations; the checks of issue 12), RUN/curves.png (GRPO reward, accuracy, KL
-and entropy per step, and the SFT loss with its validation loss on sweeps of a third set), and every evaluation's trajectories under RUN/eval/
+sample with its interval; the same for the sampled evaluations; the checks of issue 12),
+RUN/curves.png (GRPO reward, accuracy, KL and entropy per step, and the SFT loss with its
+validation loss on sweeps of a third set), and every evaluation's trajectories under RUN/eval/
 (`videoseek view RUN/eval/grpo`).
 
     python training/learn.py --out runs/learn            # what `make learn` runs
@@ -136,6 +137,7 @@ def learn(args: argparse.Namespace) -> int:
     common = ["--reward", config["reward"], *env, "--no-progress"]
     data = {name: out / "data" / name / "samples.jsonl" for name in ("train", "val", "heldout", "pool")}
     steps = args.grpo_steps or int(config["steps"])
+    sampling_temperature = float(config["temperature"])  # GRPO's rollouts: the sampled evaluations use it too
     # GRPO's questions: a pool SFT never saw, as many as the run draws (reusing SFT's 160 let the
     # policy learn where the training videos' flashes are: train reward up, held-out down)
     pool_n = steps * int(config["batch_size"])
@@ -193,11 +195,11 @@ def learn(args: argparse.Namespace) -> int:
         evaluate(name, name)
     # 7. SFT and GRPO again, sampled at GRPO's rollout temperature: the policy GRPO optimises
     for name in SAMPLED:
-        evaluate(f"{name}-sampled", f"hf:{checkpoints[name]}", temperature=float(config["temperature"]))
+        evaluate(f"{name}-sampled", f"hf:{checkpoints[name]}", temperature=sampling_temperature)
 
     # --resume: add this invocation's time to the earlier ones' (their summary's), not replace it
     earlier = json.loads((out / "summary.json").read_text()).get("seconds", 0.0) if args.resume and (out / "summary.json").is_file() else 0.0
-    summary = write_summary(out, data["heldout"], checkpoints, earlier + time.perf_counter() - started, float(config["temperature"]))
+    summary = write_summary(out, data["heldout"], checkpoints, earlier + time.perf_counter() - started, sampling_temperature)
     plot_curves(out / "grpo" / "metrics.jsonl", out / "sft" / "metrics.jsonl", out / "curves.png")
     print(markdown_table(summary))
     print(f"summary: {out / 'summary.json'}\ncurves: {out / 'curves.png'}\ntrajectories: videoseek view {out / 'eval' / 'grpo'}")
@@ -239,8 +241,8 @@ def write_summary(out: Path, heldout: Path, checkpoints: dict[str, Path], second
     reward_gain = paired_difference(per["sft"], per["grpo"], "reward")
     accuracy_gain = paired_difference(per["sft"], per["grpo"], "accuracy")
     # Room above SFT: the paired accuracy gain of a GRPO policy right on every question. Its lower
-    # bound is the most the accuracy check can see; near 0 (SFT at 0.96 on 96 questions gives
-    # about +0.002), the check cannot pass whatever GRPO learns.
+    # bound is the most the accuracy check can see; near 0 (SFT at 0.958 on 96 questions gives
+    # +0.001), the check cannot pass whatever GRPO learns.
     all_right = {sample: {"accuracy": 1.0} for sample in per["sft"]}
     accuracy_room = paired_difference(per["sft"], all_right, "accuracy")
     summary = {
