@@ -9,7 +9,8 @@ measure of how much the tasks need seeking.
 - `uniform`: scans the video in fixed windows, then answers from everything it saw.
 - `random`: crops 1–3 random spans, then answers.
 - `sweep`: scans equal windows in order and answers as soon as the frames show the answer;
-  `sweep-shuffled` visits the windows in a random order (wrong first crops, then a correction).
+  `sweep-shuffled` visits the windows in a random order (wrong first crops, then a correction);
+  `sweep-hasty` gives up after two windows and guesses (a teacher that under-uses the tool).
   These are the searchers whose traces teach a model to seek (`make learn`).
 - `no-tool`: answers from the sparse initial frames alone.
 """
@@ -164,21 +165,25 @@ class SweepPolicy(ScriptedPolicy):
     `shuffled=True` visits the windows in a random order fixed per episode (a stable hash of the
     episode id), so most of its first crops miss and later ones correct them. The thinking names
     what was seen as the option text, so a trace ties the pixels to the answer it gives.
+    `give_up_after=k` stops looking after k windows that did not show it and guesses.
     """
 
     name = "sweep"
 
-    def __init__(self, windows: int = 4, shuffled: bool = False) -> None:
+    def __init__(self, windows: int = 4, shuffled: bool = False, give_up_after: int | None = None) -> None:
         self.windows, self.shuffled = windows, shuffled
+        self.give_up_after = windows if give_up_after is None else min(windows, give_up_after)
         if shuffled:
             self.name = "sweep-shuffled"
+        elif give_up_after is not None:
+            self.name = "sweep-hasty"
 
     def turn(self, inp: PolicyInput) -> PolicyOutput:
         answered = seen_answer(inp)
         if answered is not None:
             return answered
         k, d = _calls_made(inp), inp.evidence.duration
-        if k >= self.windows:
+        if k >= self.give_up_after:
             return PolicyOutput(text=f"<think>I did not see it anywhere.</think>\n<answer>{guess(inp.sample, inp.rng)}</answer>")
         order = np.random.default_rng(zlib.crc32(inp.episode_id.encode())).permutation(self.windows) if self.shuffled else range(self.windows)
         w = list(order)[k]
@@ -220,5 +225,6 @@ SCRIPTED = {
     "random": RandomPolicy,
     "sweep": SweepPolicy,
     "sweep-shuffled": lambda: SweepPolicy(shuffled=True),
+    "sweep-hasty": lambda: SweepPolicy(give_up_after=2),
     "no-tool": NoToolPolicy,
 }

@@ -52,6 +52,22 @@ def test_searchers_find_the_flash_and_answer_right(curriculum, name, tmp_path):
         assert any(len(t.turns) > 2 for t in trajs)
 
 
+def test_the_hasty_searcher_gives_up_after_two_windows_and_guesses(curriculum, tmp_path):
+    trajs = run_rollouts(curriculum, SCRIPTED["sweep-hasty"](), env_config=ENV, out_dir=tmp_path, progress=False)
+    outcomes = set()
+    for t in trajs:
+        crops = [(turn.call.start, turn.call.end) for turn in t.turns if turn.call is not None]
+        assert crops == [(0.0, 2.5), (2.5, 5.0)][: len(crops)], crops  # quarter windows in order, two at most
+        (a, b), = t.clue_intervals
+        if a < 5.0:  # the flash shows in its windows: it reads it, as sweep does
+            assert t.correct and crops[-1][0] < b and a < crops[-1][1], t.sample_id
+            outcomes.add("read")
+        else:  # it stops looking where the flash has not shown yet and guesses
+            assert len(crops) == 2 and "did not see it" in t.turns[-1].assistant, t.sample_id
+            outcomes.add("gave up")
+    assert outcomes == {"read", "gave up"}
+
+
 def test_summary_pairs_stages_by_sample_and_checks_the_claims(curriculum, tmp_path):
     from videoseek.training import learn
 
