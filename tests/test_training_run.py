@@ -171,3 +171,22 @@ def test_a_second_run_into_the_same_folder_is_refused_resumed_or_overwritten(tmp
     assert run_csgrpo.main([*argv, "--steps", "1", "--overwrite"]) == 0
     assert [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()] == [1]
     assert not (out / "rollouts" / "step_0002").exists()
+
+
+def test_a_resumed_run_trains_as_the_uninterrupted_one(tmp_path, tiny, data, one_thread):
+    """Stopped after 2 steps and resumed to 3, a run ends with the weights and metrics of 3 steps in one go
+    (model, optimizer state and the questions' stream continue), so a longer run can be grown from a shorter one."""
+    config = tmp_path / "fast.yaml"
+    config.write_text(yaml.safe_dump(FAST | {"group_size": 2}))
+    argv = ["--backend", "local", "--model", str(tiny), "--data", str(data), "--config", str(config), "--save-every", "1", "--reward", "prr"]
+    assert run_csgrpo.main([*argv, "--out", str(tmp_path / "whole"), "--steps", "3"]) == 0
+    assert run_csgrpo.main([*argv, "--out", str(tmp_path / "grown"), "--steps", "2"]) == 0
+    assert run_csgrpo.main([*argv, "--out", str(tmp_path / "grown"), "--steps", "3", "--resume"]) == 0
+
+    def metrics(run: str) -> list[dict]:  # wall-clock times aside
+        rows = [json.loads(line) for line in (tmp_path / run / "metrics.jsonl").read_text().splitlines()]
+        return [{k: v for k, v in row.items() if not k.startswith("time/")} for row in rows]
+
+    assert len(metrics("whole")) == 3 and metrics("grown") == metrics("whole")
+    weights = [(tmp_path / run / "checkpoint" / "model.safetensors").read_bytes() for run in ("whole", "grown")]
+    assert weights[0] == weights[1]
