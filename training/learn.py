@@ -12,8 +12,9 @@ From nothing, each stage an ordinary command printed before it runs (repeat any 
    (quarter windows in order, but it gives up after two and guesses), `sweep-shuffled` (windows
    in a random order until the flash shows: wrong first crops, then corrections; on half the
    samples) and `oracle-brief` (the clue directly, on a quarter) - and `videoseek export-sft`
-   into conversations. Where two windows missed, the hasty teacher stops three times as often as
-   the shuffled one looks on, so SFT learns to search and read but mostly quits there: the
+   into conversations (right answers only). After their second crop most kept traces answer
+   (the hasty teacher's, which saw the flash or guessed right) and few look on (the shuffled
+   ones'), so SFT learns to search and read but answers after two crops whatever it saw: the
    decision to look on is left for GRPO to learn (a teacher that under-uses the tool; with full
    sweeps SFT reached 0.95 held-out accuracy and left GRPO no room, docs/training.md).
 4. SFT: `training/run_sft.py` (local backend) from the random model on those conversations, with
