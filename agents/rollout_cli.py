@@ -40,6 +40,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(hf:, vllm: and the scripted no-tool policy; docs/benchmarks.md)")  # fmt: skip
     parser.add_argument("--frames", type=int, default=None, help="frames shown at reset (EnvConfig.initial_frames, default 8)")
     parser.add_argument("--device", default="cpu", help="model policies: cpu or cuda")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="model policies on CPU: torch threads (default: torch's own, from OMP_NUM_THREADS or the cores); "
+                             "CPU sums split by thread count, so run.json records it and --from-run restores it")
     parser.add_argument("--max-new-tokens", type=int, default=256, help="model policies: tokens per turn")
     parser.add_argument("--temperature", type=float, default=1.0, help="model policies: sampling temperature (0: greedy)")
     parser.add_argument("--top-p", type=float, default=1.0, help="model policies: nucleus sampling mass (default 1: off)")
@@ -51,7 +54,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 # The arguments that decide a run's result: recorded in run.json, restored by --from-run.
 REPLAYED = ("data", "policy", "group_size", "perturb", "reward", "limit", "seed", "max_turns", "max_pixels", "env", "no_tools",
-            "frames", "device", "max_new_tokens", "temperature", "top_p", "top_k")  # fmt: skip
+            "frames", "device", "threads", "max_new_tokens", "temperature", "top_p", "top_k")  # fmt: skip
+OPTIONAL = {"threads"}  # recorded since the thread count was; older records replay with torch's default
 
 
 def restore_args(args: argparse.Namespace) -> None:
@@ -71,7 +75,7 @@ def restore_args(args: argparse.Namespace) -> None:
     if args.out.resolve() == args.from_run.resolve():
         raise UserError("--from-run: --out must be a new folder, not the recorded run")
     for key in REPLAYED:
-        setattr(args, key, recorded[key])
+        setattr(args, key, recorded.get(key) if key in OPTIONAL else recorded[key])
     args.data = Path(args.data)
     for entry in record.get("data_files", []):
         if entry["sha256"] is not None and (not Path(entry["path"]).is_file() or file_sha256(entry["path"]) != entry["sha256"]):
@@ -135,8 +139,15 @@ def run(args: argparse.Namespace) -> int:
         except (ValueError, OSError) as exc:
             raise UserError(str(exc).splitlines()[0]) from None
 
+    if args.threads is not None and args.threads < 1:
+        raise UserError(f"--threads must be at least 1, got {args.threads}")
     if args.policy.startswith("hf:"):
         pin_cpu_kernels()  # before the videos are decoded: a model's CPU numbers then match on other machines
+        import torch
+
+        if args.threads is not None:
+            torch.set_num_threads(args.threads)
+        args.threads = torch.get_num_threads()  # recorded: the count the sums were split by, set or not
     # Scripted (and unknown) policies load at once; a model loads only after the videos pass the
     # pre-check (it takes minutes, and bad videos are found in seconds).
     policy = None if args.policy.startswith(("hf:", "vllm:")) else policy_or_error()

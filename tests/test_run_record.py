@@ -42,13 +42,19 @@ def test_run_json_records_decoding_data_model_and_software(tiny_model_dir, data,
     assert record["model"] == {"path": str(tiny_model_dir.resolve()), "weights_sha256": weights_sha256(tiny_model_dir)}
     assert len(record["model"]["weights_sha256"]) == 64 and record["software"]["videoseek"]
     assert record["env"]["max_turns"] == 2 and record["args"]["group_size"] == 2
+    assert record["args"]["threads"] == 1  # not passed: the count torch ran with (single_thread_torch's) is recorded
 
 
 def test_from_run_replays_the_recorded_evaluation(tiny_model_dir, data, tmp_path, single_thread_torch, capsys):
-    assert rollout(data, tiny_model_dir, tmp_path / "run", "--seed", "5", "--temperature", "0.9", "--top-k", "30") in (0, 1)
+    import torch
+
+    assert rollout(data, tiny_model_dir, tmp_path / "run", "--seed", "5", "--temperature", "0.9", "--top-k", "30", "--threads", "1") in (0, 1)
     original = texts(tmp_path / "run")
-    # the replay takes nothing from the command line but the new folder: not the default decoding
+    # the replay takes nothing from the command line but the new folder: not the default decoding,
+    # nor the thread count this process has now (CPU sums split by it)
+    torch.set_num_threads(2)
     assert main(["rollout", "--from-run", str(tmp_path / "run"), "--out", str(tmp_path / "replay"), "--no-progress"]) in (0, 1)
+    assert torch.get_num_threads() == 1
     assert texts(tmp_path / "replay") == original and any(any(turn) for turn in original)
     replay = [(t.sample_id, t.reward, [turn.action for turn in t.turns]) for t in read_trajectories(tmp_path / "replay")]
     assert replay == [(t.sample_id, t.reward, [turn.action for turn in t.turns]) for t in read_trajectories(tmp_path / "run")]
@@ -69,6 +75,8 @@ def test_from_run_refuses_what_it_cannot_replay(data, tmp_path, capsys):
     assert main(["rollout", "--from-run", str(tmp_path / "s"), "--out", str(tmp_path / "s")]) == 2
     assert "new folder" in capsys.readouterr().err
     assert main(["rollout", "--data", str(data), "--policy", "oracle", "--top-k", "0", "--out", str(tmp_path / "k")]) == 2
+    assert main(["rollout", "--data", str(data), "--policy", "oracle", "--threads", "0", "--out", str(tmp_path / "t")]) == 2
+    assert "--threads must be at least 1" in capsys.readouterr().err
 
 
 def test_run_record_without_a_model_or_git(tmp_path):
