@@ -1,12 +1,13 @@
 #!/usr/bin/env python
-"""`make learn`: show, with numbers, that training here makes a policy better (2 CPU cores, < 40 min).
+"""`make learn`: show, with numbers, that training here makes a policy better (2 CPU cores, 25 min).
 
 From nothing, each stage an ordinary command printed before it runs (repeat any by hand):
 
-1. data: `videoseek synth` writes four disjoint sets (one seed each: train for SFT, val, held-out,
-   and GRPO's pool) of the `flash_colour` curriculum: a large shape flashes for 1-1.5 s between the 4 sparse initial
-   frames, and the question asks its colour (five options, fixed order). The answer is read
-   straight off the clue frames, and no initial frame shows it, so a policy must find the flash.
+1. data: `videoseek synth` writes four disjoint sets (one seed each: 160 train for SFT, 64 val,
+   192 held-out, and GRPO's pool) of the `flash_colour` curriculum: a large shape flashes for
+   1-1.5 s between the 4 sparse initial frames, and the question asks its colour (five options,
+   fixed order). The answer is read straight off the clue frames, and no initial frame shows it,
+   so a policy must find the flash.
 2. model: `videoseek tiny-model` builds the small random Qwen2.5-VL (random init).
 3. traces: `videoseek rollout` of three scripted searchers on the train set - `sweep-hasty`
    (quarter windows in order, but it gives up after two and guesses), `sweep-shuffled` (windows
@@ -74,8 +75,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", default="runs/learn", help="run folder (default runs/learn)")
     p.add_argument("--train-n", type=int, default=160, help="train samples (default 160)")
     p.add_argument("--heldout-n", type=int, default=192,
-                   help="held-out samples, one greedy episode each (default 192: GRPO's measured gains of +0.03..+0.09 "
-                        "accuracy need about 130 paired questions for 80 %% power, docs/training.md)")
+                   help="held-out samples, one greedy episode each (default 192: for GRPO's gains measured at e30f0a5 the paired "
+                        "accuracy check had 44-79 %% power per seed on 96 questions, 73-97 %% on 192; docs/training.md)")
     p.add_argument("--sft-epochs", type=int, default=16, help="SFT epochs over the demonstrations (default 16: reading the colour comes late, docs/training.md)")
     p.add_argument("--sft-lr", type=float, default=3e-3, help="SFT peak learning rate (a random tiny model wants ~1e-3; default 3e-3)")
     p.add_argument("--grpo-steps", type=int, default=None, help="GRPO steps (default: the learn_cpu config's)")
