@@ -33,9 +33,11 @@ A conversation can be rendered incrementally: `renderer.start(messages)` returns
 whose `extend(new_messages)` renders, tokenises and processes only the new messages (verl's
 agent loop does this: a turn costs the same at turn 10 as at turn 1, and the loop never
 concatenates pixel values it does not read). `render(messages)` is `start(messages).output()`.
-Policies that re-render the whole conversation every turn are served by an `EncodingCache`
-(content-keyed, bounded in bytes) that keeps the processor's output for frames already seen, so
-a turn only processes its new frames; read-only frames (the env's) are hashed once per array.
+The model policies keep each live episode's state (`EpisodeRenders`), so a turn renders only
+its new messages. Whole-conversation renders are served by an `EncodingCache` (content-keyed,
+bounded in bytes) that keeps the processor's output for frames already seen, so a render only
+processes new frames (a group's rollouts share their first frames); read-only frames (the env's)
+are hashed once per array.
 
 How the text is tokenised: the template renders prefixes of the conversation; the difference
 between consecutive prefixes is one message's segment. Segments start and end at special tokens
@@ -67,7 +69,7 @@ from typing import Any
 import numpy as np
 
 from videoseek.agents.families import family_of
-from videoseek.agents.policy import Message
+from videoseek.agents.policy import Message, PolicyInput
 # The protocol constants live with the env (rewards <- envs <- agents); re-exported from here.
 from videoseek.envs.protocol import CROP_VIDEO_TOOL, NO_TOOL_SYSTEM_PROMPT, SYSTEM_PROMPT  # noqa: F401
 
@@ -740,6 +742,47 @@ class RenderState:
         out["text"] = text
         out["multi_modal_data"] = {("video" if self.renderer.mode == "video" else "image"): list(self.videos)} if self.videos else {}
         return out
+
+
+class EpisodeRenders:
+    """The live episodes' `RenderState`s, so a model policy renders only each turn's new messages.
+
+    A policy's `act` gets every live conversation whole. Rendering it from scratch repeats, for
+    all of its history, the template, the tokenizer and a processed-frames cache lookup (blake2b
+    digests, concatenation): a tenth of a greedy `videoseek rollout` of the tiny model on CPU.
+    Here each episode's state is kept and extended by the messages added since its last turn.
+
+    A state is reused only when the messages it holds are, object for object, the first
+    messages of the episode's list (the agent loop appends to one list); anything else (a new
+    episode under an old id, a truncated history, no episode id) renders afresh. So the output
+    equals `renderer.render(messages)` by construction: `render` is one `extend` of the same
+    messages. After each batch only the batch's episodes are kept (memory stays one batch).
+    """
+
+    def __init__(self, renderer: ConversationRenderer) -> None:
+        self.renderer = renderer
+        self._states: dict[str, RenderState] = {}
+        self._lock = threading.Lock()
+
+    def render_inputs(self, batch: Sequence[PolicyInput]) -> list[Mapping[str, Any]]:
+        """Each input's conversation rendered with the generation prompt, continued by its `prefix`:
+        `with_assistant_prefix(renderer.render(item.messages), tokenizer, item.prefix)`."""
+        with self._lock:
+            kept: dict[str, RenderState] = {}
+            out = []
+            for item in batch:
+                episode_id, messages = item.episode_id, item.messages
+                state = kept.get(episode_id) or self._states.get(episode_id)
+                held = state.messages if state is not None else []
+                if state is None or len(held) > len(messages) or any(a is not b for a, b in zip(held, messages)):
+                    state, held = self.renderer.start(), []
+                if len(held) < len(messages):
+                    state.extend(messages[len(held) :])
+                out.append(with_assistant_prefix(state.output(add_generation_prompt=True), self.renderer.tokenizer, item.prefix))
+                if episode_id:
+                    kept[episode_id] = state
+            self._states = kept
+            return out
 
 
 def prefix_token_ids(tokenizer: Any, prefix: str) -> list[int]:

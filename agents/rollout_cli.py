@@ -43,6 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=None,
                         help="model policies on CPU: torch threads (default: torch's own, from OMP_NUM_THREADS or the cores); "
                              "CPU sums split by thread count, so run.json records it and --from-run restores it")
+    parser.add_argument("--no-kv-reuse", dest="reuse_kv", action="store_false",
+                        help="hf: policies: prefill every turn's whole conversation instead of continuing from the last turn's "
+                             "keys and values (agents.hf_policy.TurnCache; the same tokens, slower)")  # fmt: skip
     parser.add_argument("--max-new-tokens", type=int, default=256, help="model policies: tokens per turn")
     parser.add_argument("--temperature", type=float, default=1.0, help="model policies: sampling temperature (0: greedy)")
     parser.add_argument("--top-p", type=float, default=1.0, help="model policies: nucleus sampling mass (default 1: off)")
@@ -54,8 +57,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 # The arguments that decide a run's result: recorded in run.json, restored by --from-run.
 REPLAYED = ("data", "policy", "group_size", "perturb", "reward", "limit", "seed", "max_turns", "max_pixels", "env", "no_tools",
-            "frames", "device", "threads", "max_new_tokens", "temperature", "top_p", "top_k")  # fmt: skip
-OPTIONAL = {"threads"}  # recorded since the thread count was; older records replay with torch's default
+            "frames", "device", "threads", "reuse_kv", "max_new_tokens", "temperature", "top_p", "top_k")  # fmt: skip
+# Recorded since these were added; older records replay with torch's default thread count and
+# without the turn cache (a split batch samples its continued rows with a seed of their own).
+OPTIONAL = {"threads": None, "reuse_kv": False}
 
 
 def restore_args(args: argparse.Namespace) -> None:
@@ -75,7 +80,7 @@ def restore_args(args: argparse.Namespace) -> None:
     if args.out.resolve() == args.from_run.resolve():
         raise UserError("--from-run: --out must be a new folder, not the recorded run")
     for key in REPLAYED:
-        setattr(args, key, recorded.get(key) if key in OPTIONAL else recorded[key])
+        setattr(args, key, recorded.get(key, OPTIONAL[key]) if key in OPTIONAL else recorded[key])
     args.data = Path(args.data)
     for entry in record.get("data_files", []):
         if entry["sha256"] is not None and (not Path(entry["path"]).is_file() or file_sha256(entry["path"]) != entry["sha256"]):
@@ -132,6 +137,8 @@ def run(args: argparse.Namespace) -> int:
         kwargs = {"device": args.device, **decoding}
         if args.no_tools:
             kwargs["tools"] = False
+        if args.policy.startswith("hf:"):
+            kwargs["reuse_kv"] = args.reuse_kv
 
     def policy_or_error():
         try:

@@ -27,7 +27,7 @@ from typing import Any
 from videoseek.agents.families import vllm_prompt_ids
 from videoseek.agents.hf_policy import open_checkpoint, trim_turn, turn_token_sets
 from videoseek.agents.policy import PolicyInput, PolicyOutput, stable_seed
-from videoseek.agents.prompting import CROP_VIDEO_TOOL, DEFAULT_STOP_STRINGS, with_assistant_prefix
+from videoseek.agents.prompting import CROP_VIDEO_TOOL, DEFAULT_STOP_STRINGS, EpisodeRenders
 
 INSTALL_HINT = "VLLMPolicy needs vLLM: pip install 'verl[vllm]==0.9.1' (verl's vLLM stack), or a vllm matching your torch"
 
@@ -88,6 +88,7 @@ class VLLMPolicy:
             model_path, max_new_tokens, temperature, top_p, mode=mode, chat_template=chat_template, min_pixels=min_pixels, max_pixels=max_pixels,
             tools=(CROP_VIDEO_TOOL,) if tools else (),
         )
+        self.renders = EpisodeRenders(self.renderer)  # each live episode rendered once, extended per turn
         self.name = name or f"vllm:{path.name}"
         self.tokenizer = self.processor.tokenizer
         self.end_of_turn_id = self.renderer.end_of_turn_id
@@ -131,10 +132,7 @@ class VLLMPolicy:
         """One assistant turn for every episode in `batch`, from one `LLM.generate` call."""
         if not batch:
             return []
-        rendered = [
-            with_assistant_prefix(self.renderer.render(item.messages, add_generation_prompt=True), self.tokenizer, item.prefix)
-            for item in batch
-        ]
+        rendered = self.renders.render_inputs(batch)
         prompts = [vllm_prompt(r, self.mm_processor_kwargs, self.processor) for r in rendered]
         params = [self.sampling_params(stable_seed(self.seed, item.episode_id, item.turn)) for item in batch]
         results = self.llm.generate(prompts, params, use_tqdm=False)

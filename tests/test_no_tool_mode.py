@@ -43,17 +43,17 @@ def test_rollout_no_tools_scripted(index_sample, tmp_path, capsys):
 
 
 def test_rollout_no_tools_with_the_tiny_model(tiny_model_dir, index_sample, tmp_path, monkeypatch):
-    from videoseek.agents import hf_policy
+    from videoseek.agents import prompting
 
     rendered_texts: list[str] = []
-    render = hf_policy.ConversationRenderer.render
+    output = prompting.RenderState.output
 
-    def spy(self, messages, add_generation_prompt=True):
-        out = render(self, messages, add_generation_prompt)
+    def spy(self, add_generation_prompt=True):  # every render ends here, whole or extended turn by turn
+        out = output(self, add_generation_prompt)
         rendered_texts.append(out["text"])
         return out
 
-    monkeypatch.setattr(hf_policy.ConversationRenderer, "render", spy)
+    monkeypatch.setattr(prompting.RenderState, "output", spy)
     data = write_jsonl([index_sample], tmp_path / "data" / "samples.jsonl")
     argv = ["rollout", "--data", str(data), "--policy", f"hf:{tiny_model_dir}", "--max-new-tokens", "6", "--no-progress"]
     assert main([*argv, "--no-tools", "--frames", "3", "--out", str(tmp_path / "without")]) in (0, 1)

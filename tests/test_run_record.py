@@ -43,6 +43,24 @@ def test_run_json_records_decoding_data_model_and_software(tiny_model_dir, data,
     assert len(record["model"]["weights_sha256"]) == 64 and record["software"]["videoseek"]
     assert record["env"]["max_turns"] == 2 and record["args"]["group_size"] == 2
     assert record["args"]["threads"] == 1  # not passed: the count torch ran with (single_thread_torch's) is recorded
+    assert record["args"]["reuse_kv"] is True  # the turn cache (agents.hf_policy.TurnCache), on by default
+
+
+def test_the_turn_cache_setting_is_recorded_and_replayed(tiny_model_dir, data, tmp_path, single_thread_torch):
+    assert rollout(data, tiny_model_dir, tmp_path / "run", "--temperature", "0", "--no-kv-reuse") in (0, 1)
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["args"]["reuse_kv"] is False
+    assert main(["rollout", "--from-run", str(tmp_path / "run"), "--out", str(tmp_path / "replay"), "--no-progress"]) in (0, 1)
+    assert json.loads((tmp_path / "replay" / "run.json").read_text())["args"]["reuse_kv"] is False
+    # greedy, the cache changes no token: the same episodes with it
+    assert rollout(data, tiny_model_dir, tmp_path / "cached", "--temperature", "0") in (0, 1)
+    assert texts(tmp_path / "cached") == texts(tmp_path / "run") == texts(tmp_path / "replay")
+    # a record from before the setting existed replays without the cache, as it was made
+    meta = tmp_path / "cached" / "run.json"
+    record = json.loads(meta.read_text())
+    del record["args"]["reuse_kv"]
+    meta.write_text(json.dumps(record))
+    assert main(["rollout", "--from-run", str(tmp_path / "cached"), "--out", str(tmp_path / "old"), "--no-progress"]) in (0, 1)
+    assert json.loads((tmp_path / "old" / "run.json").read_text())["args"]["reuse_kv"] is False
 
 
 def test_from_run_replays_the_recorded_evaluation(tiny_model_dir, data, tmp_path, single_thread_torch, capsys):
