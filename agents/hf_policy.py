@@ -2,7 +2,8 @@
 
 One `act` call renders every live episode's conversation with the shared `ConversationRenderer`
 (so prompts are token-identical to what vLLM and verl see), left-pads them into one batch and
-runs a single `generate` call. A turn ends at `<|im_end|>`, at a stop string (`</tool_call>`,
+runs a single `generate` call; an episode the policy played last turn continues from that turn's
+keys and values (`TurnCache`), so only its new messages are prefilled. A turn ends at `<|im_end|>`, at a stop string (`</tool_call>`,
 `</answer>`: the protocol allows nothing after them) or at `max_new_tokens`. Special tokens other
 than the turn's end are suppressed, so a policy can never write a vision placeholder or open a
 new role. Each `PolicyOutput` carries the prompt ids, the generated ids (ending with
@@ -141,7 +142,7 @@ class TurnCache:
 
     def __init__(self, model: Any, video_token_id: int, image_token_id: int) -> None:
         self.model = model
-        self.token_ids = {"video_grid_thw": video_token_id, "image_grid_thw": image_token_id}
+        self.placeholder_of = {"video_grid_thw": video_token_id, "image_grid_thw": image_token_id}
         self.vision_token_ids = {video_token_id, image_token_id}
         self.merge = int(model.config.vision_config.spatial_merge_size)
         self._held: dict[str, TurnKV] = {}
@@ -190,7 +191,7 @@ class TurnCache:
             if grid_key not in rendered:
                 continue
             grid = rendered[grid_key]
-            seen = int((ids[:held] == self.token_ids[grid_key]).sum())
+            seen = int((ids[:held] == self.placeholder_of[grid_key]).sum())
             tokens = torch.cumsum(grid.prod(-1) // self.merge**2, 0)
             items = int((tokens <= seen).sum())
             if items and int(tokens[items - 1]) != seen or not items and seen:
@@ -269,6 +270,11 @@ class TransformersPolicy:
     `EnvConfig(tools=False)`: `videoseek rollout --no-tools`).
     `return_logprobs` keeps the raw logits of every step during generation (memory grows with
     batch x new tokens x vocabulary): fine for small models, off by default.
+    `reuse_kv` (default on) keeps each live episode's keys and values between its turns
+    (`TurnCache`): a turn prefills only its new messages. Measured on the 2-core CPU machine
+    (bench/bench_turn_cache.py), a greedy evaluation of `make learn`'s SFT checkpoint on 192
+    questions ran 1.47x faster with the same tokens. It holds one batch of key/value caches between
+    turns (what `generate` holds during one); `reuse_kv=False` prefills every turn whole.
     """
 
     def __init__(
@@ -315,6 +321,7 @@ class TransformersPolicy:
         self.top_k = top_k
         self.seed = seed
         self.stop = tuple(stop)
+        self._stop: Any = None  # the criteria, built at the first turn
         self.return_logprobs = return_logprobs
         self.end_of_turn_id = self.renderer.end_of_turn_id
         self.pad_token_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.end_of_turn_id
@@ -374,7 +381,7 @@ class TransformersPolicy:
         and rebuilding them walks the whole vocabulary (measured: 18 ms a turn on the tiny tokenizer)."""
         from transformers import StopStringCriteria, StoppingCriteriaList
 
-        if getattr(self, "_stop", None) is None:
+        if self._stop is None:
             self._stop = StoppingCriteriaList([StopStringCriteria(self.tokenizer, list(self.stop))])
         return self._stop
 
