@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""`make learn`: show, with numbers, that training here makes a policy better (2 CPU cores, 22-27 min).
+"""`make learn`: show, with numbers, that training here makes a policy better (2 CPU cores, 17-19 min).
 
 From nothing, each stage an ordinary command printed before it runs (repeat any by hand):
 
