@@ -749,14 +749,16 @@ class EpisodeRenders:
 
     A policy's `act` gets every live conversation whole. Rendering it from scratch repeats, for
     all of its history, the template, the tokenizer and a processed-frames cache lookup (blake2b
-    digests, concatenation): a tenth of a greedy `videoseek rollout` of the tiny model on CPU.
-    Here each episode's state is kept and extended by the messages added since its last turn.
+    digests): 1.2 s of a 33 s greedy `videoseek rollout` of 192 questions with `make learn`'s SFT
+    checkpoint on CPU. Here each episode's state is kept and extended by the messages added since
+    its last turn.
 
     A state is reused only when the messages it holds are, object for object, the first
     messages of the episode's list (the agent loop appends to one list); anything else (a new
     episode under an old id, a truncated history, no episode id) renders afresh. So the output
     equals `renderer.render(messages)` by construction: `render` is one `extend` of the same
-    messages. After each batch only the batch's episodes are kept (memory stays one batch).
+    messages. A message that fails to render drops its episode's state (the next render starts
+    afresh). After each batch only the batch's episodes are kept (memory stays one batch).
     """
 
     def __init__(self, renderer: ConversationRenderer) -> None:
@@ -777,7 +779,11 @@ class EpisodeRenders:
                 if state is None or len(held) > len(messages) or any(a is not b for a, b in zip(held, messages)):
                     state, held = self.renderer.start(), []
                 if len(held) < len(messages):
-                    state.extend(messages[len(held) :])
+                    try:
+                        state.extend(messages[len(held) :])
+                    except BaseException:
+                        self._states.pop(episode_id, None)  # half extended: never reuse it
+                        raise
                 out.append(with_assistant_prefix(state.output(add_generation_prompt=True), self.renderer.tokenizer, item.prefix))
                 if episode_id:
                     kept[episode_id] = state

@@ -10,12 +10,13 @@ import pytest
 import torch
 from transformers import AutoProcessor
 
-from videoseek.agents.policy import Message
+from videoseek.agents.policy import Message, PolicyInput
 from videoseek.agents.prompting import (
     CROP_VIDEO_TOOL,
     SYSTEM_PROMPT,
     VIDEOSEEK_CHAT_TEMPLATE,
     ConversationRenderer,
+    EpisodeRenders,
     TemplateError,
     assistant_message,
     assistant_token_mask,
@@ -243,6 +244,35 @@ def test_bad_frames_are_named(processor, episode):
         renderer.render(episode[:2] + [Message("assistant", "hi", episode[1].frames, episode[1].timestamps)])
     with pytest.raises(ValueError, match="mode"):
         ConversationRenderer(processor, mode="gif")
+
+
+def test_episode_renders_equal_whole_renders_turn_by_turn(processor, episode, index_sample):
+    """A policy's kept render states give, at every turn, what rendering the whole conversation
+    gives; a history rewritten under the same id, or a message that fails, starts afresh."""
+    renderer = ConversationRenderer(processor)
+    renders = EpisodeRenders(renderer)
+
+    def same(rendered, messages):
+        whole = renderer.render(messages)
+        for key in ("input_ids", "pixel_values_videos", "video_grid_thw"):
+            assert torch.equal(rendered[key], whole[key])
+        assert rendered["assistant_spans"] == whole["assistant_spans"]
+
+    def render(messages, episode_id="ep"):
+        return renders.render_inputs([PolicyInput(index_sample, messages, None, 0, episode_id)])[0]
+
+    messages: list = []
+    for k in (2, 4, 6):  # the conversation grows by a turn and the tool's reply each time
+        messages.extend(episode[len(messages) : k])
+        same(render(messages), messages)
+    rewritten = episode[:2] + [assistant_message("<answer>A</answer>")]
+    same(render(rewritten), rewritten)
+    bad = [*rewritten, Message("tool", "q", episode[5].frames.astype(np.float32), episode[5].timestamps)]
+    for _ in range(2):  # a retry of the same input fails again: the half-extended state was dropped
+        with pytest.raises(ValueError, match="must be uint8"):
+            render(bad)
+    good = [*rewritten, episode[5]]
+    same(render(good), good)
 
 
 def test_model_template_is_used_only_if_it_keeps_history(processor, episode):
