@@ -3,8 +3,9 @@
 One `act` call renders every live episode's conversation with the shared `ConversationRenderer`
 (so prompts are token-identical to what vLLM and verl see), left-pads them into one batch and
 runs a single `generate` call; an episode the policy played last turn continues from that turn's
-keys and values (`TurnCache`), so only its new messages are prefilled. A turn ends at `<|im_end|>`, at a stop string (`</tool_call>`,
-`</answer>`: the protocol allows nothing after them) or at `max_new_tokens`. Special tokens other
+keys and values (`TurnCache`), so only its new messages are prefilled. A turn ends at
+`<|im_end|>`, at a stop string (`</tool_call>`, `</answer>`: the protocol allows nothing after
+them) or at `max_new_tokens`. Special tokens other
 than the turn's end are suppressed, so a policy can never write a vision placeholder or open a
 new role. Each `PolicyOutput` carries the prompt ids, the generated ids (ending with
 `<|im_end|>` when the model closed the turn itself) and, on request, their log-probabilities
@@ -143,7 +144,7 @@ class TurnCache:
     def __init__(self, model: Any, video_token_id: int, image_token_id: int) -> None:
         self.model = model
         self.placeholder_of = {"video_grid_thw": video_token_id, "image_grid_thw": image_token_id}
-        self.vision_token_ids = {video_token_id, image_token_id}
+        self.vision_token_ids = set(self.placeholder_of.values())
         self.merge = int(model.config.vision_config.spatial_merge_size)
         self._held: dict[str, TurnKV] = {}
         self._weights = self.weights_version()
@@ -154,10 +155,13 @@ class TurnCache:
         keys and values held from before a training step must not serve a turn after it."""
         return sum(p._version for p in self.model.parameters())
 
-    def lookup(self, episode_id: str, prompt_ids: Any) -> TurnKV | None:
-        if self._held and self.weights_version() != self._weights:
+    def lookup(self, episode_ids: Sequence[str], prompts: Sequence[Any]) -> list[TurnKV | None]:
+        """Each episode's held state for its prompt (ids, 1-D), or None ("" ids get None)."""
+        if self._held and self.weights_version() != self._weights:  # once a batch: it walks the parameters
             self._held = {}
-        held = self._held.get(episode_id)
+        return [self._usable(self._held.get(e) if e else None, p) for e, p in zip(episode_ids, prompts)]
+
+    def _usable(self, held: TurnKV | None, prompt_ids: Any) -> TurnKV | None:
         if held is None or len(held.ids) >= prompt_ids.numel() or prompt_ids[: len(held.ids)].tolist() != held.ids:
             return None
         if held.ids[-1] in self.vision_token_ids or int(prompt_ids[len(held.ids)]) in self.vision_token_ids:
@@ -273,8 +277,9 @@ class TransformersPolicy:
     `reuse_kv` (default on) keeps each live episode's keys and values between its turns
     (`TurnCache`): a turn prefills only its new messages. Measured side by side on the 2-core CPU
     machine (bench/bench_turn_cache.py, best of two), a greedy evaluation of `make learn`'s SFT
-    checkpoint on 192 questions took 15.1 s instead of 27.1 (1.79x), the same tokens. It holds one batch of key/value caches between
-    turns (what `generate` holds during one); `reuse_kv=False` prefills every turn whole.
+    checkpoint on 192 questions took 15.1 s instead of 27.1 (1.79x), the same tokens. It holds one
+    batch of key/value caches between turns (what `generate` holds during one); `reuse_kv=False`
+    prefills every turn whole.
     """
 
     def __init__(
@@ -342,7 +347,7 @@ class TransformersPolicy:
         # as its longest row; the second call of such a split samples with a seed of its own.
         ids = [item.episode_id if item.episode_id and not item.prefix else "" for item in batch]
         ids = [e if e and ids.count(e) == 1 else "" for e in ids]
-        held = [self.turn_cache.lookup(e, r["input_ids"][0]) if e else None for e, r in zip(ids, rendered)]
+        held = self.turn_cache.lookup(ids, [r["input_ids"][0] for r in rendered])
         outputs: list[Any] = [None] * len(batch)
         kept: dict[str, TurnKV | None] = {}
         groups = [[i for i, h in enumerate(held) if h is None], [i for i, h in enumerate(held) if h is not None]]

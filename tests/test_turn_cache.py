@@ -72,11 +72,11 @@ def test_a_changed_history_prefills_whole(tiny_model_dir, index_sample):
     obs, _ = env.reset(seed=0)
     messages = initial_messages(obs)
     out = policy.act([PolicyInput(index_sample, messages, env.evidence, 0, "ep")])[0]
-    assert policy.turn_cache.lookup("ep", torch.tensor(out.prompt_token_ids + out.token_ids + [0])) is not None
+    assert policy.turn_cache.lookup(["ep"], [torch.tensor(out.prompt_token_ids + out.token_ids + [0])]) != [None]
     rewritten = [*messages, assistant_message(crop(1, 3))]
     rewritten.append(tool_message(env.step(rewritten[-1].text)[0]))
     rendered = policy.renderer.render(rewritten)["input_ids"][0]
-    assert policy.turn_cache.lookup("ep", rendered) is None  # the held turn is not a prefix of this history
+    assert policy.turn_cache.lookup(["ep"], [rendered]) == [None]  # the held turn is not a prefix of this history
     before = policy.turn_cache.reused_tokens
     again = policy.act([PolicyInput(index_sample, rewritten, env.evidence, 1, "ep")])[0]
     assert policy.turn_cache.reused_tokens == before
@@ -93,7 +93,7 @@ def test_a_training_step_drops_the_held_turns(tiny_model_dir, index_sample):
     messages.append(assistant_message(out.text, out.token_ids))
     messages.append(tool_message(env.step(out.text)[0]))
     prompt = policy.renderer.render(messages)["input_ids"][0]
-    assert policy.turn_cache.lookup("ep", prompt) is not None
+    assert policy.turn_cache.lookup(["ep"], [prompt]) != [None]
     with torch.no_grad():
         next(policy.model.parameters()).mul_(1.0)  # an in-place write, as optimizer.step does
-    assert policy.turn_cache.lookup("ep", prompt) is None
+    assert policy.turn_cache.lookup(["ep"], [prompt]) == [None]
