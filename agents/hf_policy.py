@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from videoseek.agents.policy import PolicyInput, PolicyOutput, stable_seed
-from videoseek.agents.prompting import CROP_VIDEO_TOOL, DEFAULT_STOP_STRINGS, ConversationRenderer, EpisodeRenders
+from videoseek.agents.prompting import DEFAULT_STOP_STRINGS, ConversationRenderer, EpisodeRenders
 from videoseek.agents.rope import use_sampling_rope_index
 
 # Keys of a rendered conversation that are per-token (padded) rather than per-vision-item (concatenated).
@@ -270,8 +270,8 @@ class TransformersPolicy:
 
     `temperature=0` decodes greedily. `mode` is "video" (each message's frames as one video) or
     "images" (one timestamp-labelled image per frame). `stop` lists strings that end a turn.
-    `tools=False` renders prompts without the crop_video schema (the no-tool baseline, with
-    `EnvConfig(tools=False)`: `videoseek rollout --no-tools`).
+    The tool schemas in the prompt are the env's (`PolicyInput.tools`, from `info["tools"]`);
+    `tools` (True: the default tools, False: none, or tool names) is the list until an input says.
     `return_logprobs` keeps the raw logits of every step during generation (memory grows with
     batch x new tokens x vocabulary): fine for small models, off by default.
     `reuse_kv` (default on) keeps each live episode's keys and values between its turns
@@ -299,7 +299,7 @@ class TransformersPolicy:
         min_pixels: int | None = None,
         max_pixels: int | None = None,
         return_logprobs: bool = False,
-        tools: bool = True,
+        tools: bool | Sequence[str] = True,
         attn_implementation: str | None = None,
         name: str | None = None,
         reuse_kv: bool = True,
@@ -308,7 +308,7 @@ class TransformersPolicy:
 
         path, self.processor, self.renderer = open_checkpoint(
             model_path, max_new_tokens, temperature, top_p, mode=mode, chat_template=chat_template, min_pixels=min_pixels, max_pixels=max_pixels,
-            tools=(CROP_VIDEO_TOOL,) if tools else (),
+            tools=tools,
         )
         self.renders = EpisodeRenders(self.renderer)  # each live episode rendered once, extended per turn
         self.name = name or f"hf:{path.name}"

@@ -56,6 +56,9 @@ class PolicyInput:
     # policies return only what follows it; scripted policies, which do not condition on text,
     # return a whole turn.
     prefix: str = ""
+    # The env's tool schemas (`info["tools"]`): model policies render the conversation with them.
+    # None: the policy's own list (its `tools` argument).
+    tools: list[dict[str, Any]] | None = None
 
 
 @dataclass

@@ -1,10 +1,12 @@
 """Prompts and conversation rendering for Qwen2.5-VL / Qwen3-VL policies.
 
-The action protocol (DESIGN.md, "Action protocol"; the `crop_video` tool of Open-o3-Video-v2,
-seed 003): one assistant turn is an optional `<think>...</think>` followed by exactly one Hermes
-tool call `<tool_call>{"name": "crop_video", "arguments": {"start": s, "end": e}}</tool_call>` or
-one `<answer>...</answer>`. `SYSTEM_PROMPT` teaches exactly that; `CROP_VIDEO_TOOL` is the
-OpenAI function schema that Qwen's chat templates and verl's tool configs take.
+The action protocol (DESIGN.md, "Action protocol"): one assistant turn is an optional
+`<think>...</think>` followed by exactly one Hermes tool call
+`<tool_call>{"name": ..., "arguments": {...}}</tool_call>` of one of the env's tools, or one
+`<answer>...</answer>`. The env's `info["instructions"]` teaches exactly that for its tools, and
+`info["tools"]` holds their OpenAI function schemas, which the chat template lists. Policies take
+both from the env: the system prompt is the conversation's first message, and each
+`PolicyInput.tools` sets the renderer's tool list (`ConversationRenderer.use_tools`).
 
 `ConversationRenderer` turns a conversation (`Message`s) into model inputs through the model's
 own processor: the tokenizer, and the image / video processor that resizes frames and expands each
@@ -58,6 +60,7 @@ and both then see the real times. Each frame's time is also stated in the text.
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 import warnings
 import weakref
@@ -70,8 +73,9 @@ import numpy as np
 
 from videoseek.agents.families import family_of
 from videoseek.agents.policy import Message, PolicyInput
-# The protocol constants live with the env (rewards <- envs <- agents); re-exported from here.
-from videoseek.envs.protocol import CROP_VIDEO_TOOL, NO_TOOL_SYSTEM_PROMPT, SYSTEM_PROMPT  # noqa: F401
+# The protocol's words live with the env (rewards <- envs <- agents); the defaults re-exported from here.
+from videoseek.envs.protocol import NO_TOOL_SYSTEM_PROMPT, SYSTEM_PROMPT  # noqa: F401
+from videoseek.envs.tools import DEFAULT_TOOLS, tool_schemas
 
 # The env's frames are read-only (shared by the episodes that saw them); the video processor only
 # reads them, but torch.from_numpy warns about any read-only array it wraps.
@@ -168,6 +172,22 @@ def _observation_text(obs: Mapping[str, Any], where: str) -> str:
     if not isinstance(obs, Mapping) or not isinstance(obs.get("text"), str):
         raise ValueError(f"{where}: observation field 'text' must be a string")
     return obs["text"]
+
+
+def schemas_of(tools: bool | Sequence[str] | Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Tool schemas from what a policy or loop is given: True (the default tools), False (none),
+    tool names or import paths, or schemas (`info["tools"]`) as they are.
+
+    >>> [t["function"]["name"] for t in schemas_of(["crop_video", "zoom"])], schemas_of(False)
+    (['crop_video', 'zoom'], [])
+    """
+    if tools is True:
+        return tool_schemas(DEFAULT_TOOLS)
+    if tools is False or tools is None:
+        return []
+    if all(isinstance(t, str) for t in tools):
+        return tool_schemas(list(tools))
+    return [dict(t) for t in tools]
 
 
 def initial_messages(obs: Mapping[str, Any], system_prompt: str | None = SYSTEM_PROMPT) -> list[Message]:
@@ -396,7 +416,7 @@ class ConversationRenderer:
         processor: Any,
         mode: str = "video",
         chat_template: str = "videoseek",
-        tools: Sequence[Mapping[str, Any]] = (CROP_VIDEO_TOOL,),
+        tools: bool | Sequence[str] | Sequence[Mapping[str, Any]] = True,
         label_frame_times: bool = True,
         min_pixels: int | None = None,
         max_pixels: int | None = None,
@@ -407,7 +427,7 @@ class ConversationRenderer:
         self.processor = processor
         self.tokenizer = processor.tokenizer
         self.mode = mode
-        self.tools = [dict(t) for t in tools] or None
+        self.tools = schemas_of(tools) or None
         self.label_frame_times = label_frame_times
         self.template = self._resolve_template(chat_template)
         self.end_of_turn_id = self._token_id(END_OF_TURN)
@@ -429,6 +449,17 @@ class ConversationRenderer:
         self.unwrap_video_placeholder = bool(family and family.processor_wraps_video)
         if chat_template != "videoseek":
             self._probe_template()
+
+    def use_tools(self, tools: Sequence[Mapping[str, Any]]) -> bool:
+        """Render later conversations with these tool schemas (an env's `info["tools"]`); True when
+        they differ from the current ones (the caller's kept render states are then stale)."""
+        new = schemas_of(tools) or None
+        if new == self.tools:
+            return False
+        with self._lock:
+            self.tools = new
+            self._anchors.clear()  # the system message's render holds the tool list
+        return True
 
     # -- setup ------------------------------------------------------------------------------
     def _token_id(self, token: str) -> int:
@@ -770,6 +801,11 @@ class EpisodeRenders:
         """Each input's conversation rendered with the generation prompt, continued by its `prefix`:
         `with_assistant_prefix(renderer.render(item.messages), tokenizer, item.prefix)`."""
         with self._lock:
+            offered = {json.dumps(item.tools, sort_keys=True) for item in batch if item.tools is not None}
+            if len(offered) > 1:
+                raise ValueError("one batch holds episodes with different tool lists; run each env configuration as its own batch")
+            if offered and self.renderer.use_tools(next(item.tools for item in batch if item.tools is not None)):
+                self._states = {}  # rendered with the old tool list
             kept: dict[str, RenderState] = {}
             out = []
             for item in batch:

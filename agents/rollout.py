@@ -56,6 +56,7 @@ class Episode:
     pattern: int | None = None  # which candidate mask pattern (mask annotation)
     seed: int | None = None  # the env seed (`agents.groups.episode_seed`); None: derived from the run seed
     correct: bool | None = None  # filled by callers that need the outcome after the env is released
+    tools: list[dict[str, Any]] | None = None  # the env's tool schemas (info["tools"]), which model policies render
 
 
 def plan_episodes(samples: Sequence[VideoSample], group_size: int, perturbations: Sequence[str], seed: int, step: int = 0) -> list[Episode]:
@@ -77,7 +78,8 @@ def _start(ep: Episode, config: EnvConfig, policy_name: str, seed: int) -> None:
             "group": {"id": ep.group_id, "index": ep.index},
         },
     )
-    ep.messages = initial_messages(obs, info["instructions"])  # NO_TOOL_SYSTEM_PROMPT with EnvConfig(tools=False)
+    ep.messages = initial_messages(obs, info["instructions"])  # NO_TOOL_SYSTEM_PROMPT with EnvConfig(tools=[])
+    ep.tools = info["tools"]
 
 
 def _record_failure(ep: Episode, where: str, exc: BaseException) -> None:
@@ -119,7 +121,7 @@ def drive_episodes(
         active = [ep for ep in live if not ep.done]
         if active:
             inputs = [
-                PolicyInput(ep.sample, ep.messages, ep.env.evidence, len(ep.env.trajectory.turns), ep.episode_id, ep.rng)
+                PolicyInput(ep.sample, ep.messages, ep.env.evidence, len(ep.env.trajectory.turns), ep.episode_id, ep.rng, tools=ep.tools)
                 for ep in active
             ]
             for ep, out in zip(active, _act(policy, active, inputs)):
@@ -312,7 +314,7 @@ def step_prefix_inputs(ep: Episode, config: EnvConfig) -> list[tuple[int, Policy
         turn = sum(1 for m in ep.messages[:k] if m.role == "assistant")
         for m in range(config.reward.process_thinker.num_continuations):
             eid = continuation_id(ep.episode_id, i + 1, m)
-            inp = PolicyInput(ep.sample, ep.messages[:k], ep.env.evidence, turn, eid, np.random.default_rng(stable_seed(eid)), prefix=prefix)
+            inp = PolicyInput(ep.sample, ep.messages[:k], ep.env.evidence, turn, eid, np.random.default_rng(stable_seed(eid)), prefix=prefix, tools=ep.tools)
             out.append((i, inp))
     return out
 

@@ -103,11 +103,17 @@ def _corpus_line(rng: random.Random) -> str:
 
 
 def training_corpus(seed: int, lines: int = 4000) -> list[str]:
-    """Seeded protocol text for the tokenizer, plus the system prompt, tool schema and chat template's fixed text."""
-    from videoseek.agents.prompting import CROP_VIDEO_TOOL, SYSTEM_PROMPT, VIDEOSEEK_BASE_CHAT_TEMPLATE
+    """Seeded protocol text for the tokenizer, plus the system prompt, tool schema and chat template's fixed text.
+
+    The text is that of the default tools, frozen: a different corpus gives a different vocabulary,
+    and every tiny model and run recorded with one would change. Other tools' text tokenises too
+    (byte-level BPE), in more pieces.
+    """
+    from videoseek.agents.prompting import VIDEOSEEK_BASE_CHAT_TEMPLATE
+    from videoseek.envs.tools import DEFAULT_TOOLS, system_prompt, tool_schemas
 
     rng = random.Random(seed)
-    fixed = [SYSTEM_PROMPT, json.dumps(CROP_VIDEO_TOOL), VIDEOSEEK_BASE_CHAT_TEMPLATE]
+    fixed = [system_prompt(DEFAULT_TOOLS), json.dumps(tool_schemas(DEFAULT_TOOLS)[0]), VIDEOSEEK_BASE_CHAT_TEMPLATE]
     return fixed * 20 + [_corpus_line(rng) for _ in range(lines)]
 
 

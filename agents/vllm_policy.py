@@ -27,7 +27,7 @@ from typing import Any
 from videoseek.agents.families import vllm_prompt_ids
 from videoseek.agents.hf_policy import open_checkpoint, trim_turn, turn_token_sets
 from videoseek.agents.policy import PolicyInput, PolicyOutput, stable_seed
-from videoseek.agents.prompting import CROP_VIDEO_TOOL, DEFAULT_STOP_STRINGS, EpisodeRenders
+from videoseek.agents.prompting import DEFAULT_STOP_STRINGS, EpisodeRenders
 
 INSTALL_HINT = "VLLMPolicy needs vLLM: pip install 'verl[vllm]==0.9.1' (verl's vLLM stack), or a vllm matching your torch"
 
@@ -57,8 +57,8 @@ class VLLMPolicy:
 
     `limit_mm_per_prompt` defaults to what the env's budgets allow (videos: one per message; images:
     one per frame). Extra keyword arguments go to `vllm.LLM` (e.g. `gpu_memory_utilization`,
-    `max_model_len`, `enforce_eager`). `tools=False` renders prompts without the crop_video schema
-    (the no-tool baseline, `videoseek rollout --no-tools`).
+    `max_model_len`, `enforce_eager`). The tool schemas in the prompt are the env's
+    (`PolicyInput.tools`); `tools` (True: the default tools, False: none, or names) is the list until an input says.
     """
 
     def __init__(
@@ -77,7 +77,7 @@ class VLLMPolicy:
         max_pixels: int | None = None,
         return_logprobs: bool = True,
         limit_mm_per_prompt: Mapping[str, int] | None = None,
-        tools: bool = True,
+        tools: bool | Sequence[str] = True,
         name: str | None = None,
         **llm_kwargs: Any,
     ) -> None:
@@ -86,7 +86,7 @@ class VLLMPolicy:
 
         path, self.processor, self.renderer = open_checkpoint(
             model_path, max_new_tokens, temperature, top_p, mode=mode, chat_template=chat_template, min_pixels=min_pixels, max_pixels=max_pixels,
-            tools=(CROP_VIDEO_TOOL,) if tools else (),
+            tools=tools,
         )
         self.renders = EpisodeRenders(self.renderer)  # each live episode rendered once, extended per turn
         self.name = name or f"vllm:{path.name}"

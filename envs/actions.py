@@ -1,10 +1,14 @@
-"""Parse one assistant turn into an action: `Think`, `CropVideo(start, end)`, `Answer(text)` or `Invalid`.
+"""Parse one assistant turn into an action: `Think`, `ToolCall(name, arguments)`, `Answer(text)` or `Invalid`.
 
 Default dialect (Qwen / Hermes tool calls)::
 
     <think>...</think>
-    <tool_call>{"name": "crop_video", "arguments": {"start": 12.0, "end": 18.5}}</tool_call>
+    <tool_call>{"name": "zoom", "arguments": {"time": 12.5, "box": [0.1, 0.1, 0.3, 0.3]}}</tool_call>
     or  <answer>B</answer>
+
+A call of any name parses to `ToolCall`; the env dispatches it by name to its configured tools
+(`videoseek.envs.tools`) and checks the arguments against the tool's schema. `crop_video` keeps
+its own lenient reading, the dialects of public work (`CropVideo(start, end)`, a `ToolCall`):
 
 Parsing is lenient about syntax and strict about meaning: single quotes, trailing commas, a
 missing closing tag, `arguments` given as a JSON string, `start_time`/`end_time` keys, times as
@@ -14,6 +18,8 @@ env's. `parse_action` never raises.
 
 >>> parse_action('<think>need 0:12</think><tool_call>{"name": "crop_video", "arguments": {"start": "0:12", "end": 18.5}}</tool_call>').action
 CropVideo(start=12.0, end=18.5)
+>>> parse_action('<tool_call>{"name": "zoom", "arguments": {"time": 3, "box": [0, 0, 0.5, 0.5]}}</tool_call>').action
+ToolCall(name='zoom', arguments={'time': 3, 'box': [0, 0, 0.5, 0.5]})
 >>> parse_action("<answer> B </answer>").action
 Answer(text='B')
 >>> parse_action("let me look").action
@@ -43,9 +49,27 @@ class Think:
 
 
 @dataclass(frozen=True)
+class ToolCall:
+    """A call of the tool `name` with its arguments as written (checked by the env against the tool's schema)."""
+
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class CropVideo:
+    """A `crop_video(start, end)` call: the structured form of the first built-in tool's calls."""
+
     start: float
     end: float
+
+    @property
+    def name(self) -> str:
+        return CROP_VIDEO
+
+    @property
+    def arguments(self) -> dict[str, Any]:
+        return {"start": self.start, "end": self.end}
 
 
 @dataclass(frozen=True)
@@ -60,9 +84,10 @@ class Invalid:
     reason: str
 
 
-Action = Union[Think, CropVideo, Answer, Invalid]
+Action = Union[Think, ToolCall, CropVideo, Answer, Invalid]
 
-TOOL_NAME = "crop_video"
+CROP_VIDEO = "crop_video"  # the tool whose calls the lenient dialects below read (`<retrieve>`, `\\boxed{}`, span keys)
+RESERVED_TYPES = ("think", "answer", "invalid")  # action types that are not tool calls
 
 
 @dataclass
@@ -74,9 +99,13 @@ class ParsedTurn:
 
 
 def action_to_dict(action: Action) -> dict[str, Any]:
-    """JSON form used in trajectories: {"type": ..., fields...}."""
-    if isinstance(action, CropVideo):
-        return {"type": "crop_video", "start": action.start, "end": action.end}
+    """JSON form used in trajectories (schema 2): {"type": "tool_call", "name", "arguments"}, {"type": "answer", "text"}, ...
+
+    >>> action_to_dict(CropVideo(1.0, 2.0))
+    {'type': 'tool_call', 'name': 'crop_video', 'arguments': {'start': 1.0, 'end': 2.0}}
+    """
+    if isinstance(action, (ToolCall, CropVideo)):
+        return {"type": "tool_call", "name": action.name, "arguments": _jsonable(action.arguments)}
     if isinstance(action, Answer):
         return {"type": "answer", "text": action.text}
     if isinstance(action, Invalid):
@@ -92,10 +121,35 @@ def action_to_text(action: Action) -> str:
     """
     if isinstance(action, CropVideo):
         args = {"start": round(action.start, 3), "end": round(action.end, 3)}
-        return "<tool_call>" + json.dumps({"name": TOOL_NAME, "arguments": args}) + "</tool_call>"
+        return "<tool_call>" + json.dumps({"name": CROP_VIDEO, "arguments": args}) + "</tool_call>"
+    if isinstance(action, ToolCall):
+        return "<tool_call>" + json.dumps({"name": action.name, "arguments": _jsonable(action.arguments)}) + "</tool_call>"
     if isinstance(action, Answer):
         return f"<answer>{action.text}</answer>"
     return ""
+
+
+def _jsonable(value: Any) -> Any:
+    """A JSON-serialisable copy of call arguments (numpy values as Python ones, anything else as its repr)."""
+    try:
+        return json.loads(json.dumps(value, default=lambda v: v.item() if isinstance(v, np.generic) else v.tolist() if isinstance(v, np.ndarray) else _describe(v, 80)))
+    except (ValueError, TypeError, RecursionError):
+        return {"unreadable": _describe(value, 80)}
+
+
+def tool_call_of(action: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """(tool name, arguments) of a recorded action dict, schema 2 or 1; None for a think, answer or invalid turn.
+
+    >>> tool_call_of({"type": "crop_video", "start": 1.0, "end": 2.0})  # schema 1
+    ('crop_video', {'start': 1.0, 'end': 2.0})
+    """
+    kind = action.get("type")
+    if kind == "tool_call":
+        args = action.get("arguments")
+        return str(action.get("name")), dict(args) if isinstance(args, dict) else {}
+    if kind == CROP_VIDEO:  # schema 1
+        return CROP_VIDEO, {k: action[k] for k in ("start", "end") if k in action}
+    return None
 
 
 # ---- time values ------------------------------------------------------------------------------
@@ -320,6 +374,16 @@ def normalize_action(action: Action) -> tuple[Action, int]:
 def _normalize(action: Action) -> tuple[Action, int]:
     if isinstance(action, CropVideo):
         return _crop_from_values(action.start, action.end), 0
+    if isinstance(action, ToolCall):
+        if not isinstance(action.name, str) or not action.name:
+            return Invalid(f"tool name must be a non-empty string, got {_describe(action.name)}"), 0
+        name, fixed = sanitize_text(one_line(action.name, 64))
+        if not isinstance(action.arguments, dict):
+            return Invalid(f"{name} arguments must be a JSON object, got {type(action.arguments).__name__}"), fixed
+        if name == CROP_VIDEO:  # the same reading as a written crop_video call
+            span = _span_from_arguments(action.arguments, [])
+            return (_crop_from_values(*span) if span else Invalid("crop_video needs arguments start and end (seconds)")), fixed
+        return ToolCall(name, _jsonable(action.arguments)), fixed
     if isinstance(action, Answer):
         text = action.text
         if isinstance(text, (np.generic, np.ndarray)) and getattr(text, "ndim", 0) == 0:
@@ -358,12 +422,25 @@ def _parse_tool_call(body: str, closed: bool, repairs: list[str]) -> Action:
         repairs.append("OpenAI-style function wrapper")
         obj = obj["function"]
     name = obj.get("name")
-    if name != TOOL_NAME:
-        if isinstance(name, str) and name.strip().lower().replace("-", "_") == TOOL_NAME:
-            repairs.append(f"tool name {name!r} read as {TOOL_NAME}")
-        else:
-            return Invalid(f"unknown tool {str(name)[:40]!r}; the only tool is {TOOL_NAME}")
+    if not isinstance(name, str) or not name.strip():
+        return Invalid(f"tool call needs a name, got {_describe(name)}")
+    normal = name.strip().lower().replace("-", "_").replace(" ", "_")
+    if normal != name:
+        repairs.append(f"tool name {name[:40]!r} read as {normal[:40]}")
     args = obj.get("arguments", obj.get("parameters"))
+    if normal != CROP_VIDEO:
+        if isinstance(args, str):
+            inner = _loads_lenient(args, repairs)
+            if inner is not None:
+                repairs.append("arguments given as a JSON string")
+                args = inner
+        if args is None:
+            args = {k: v for k, v in obj.items() if k != "name"}
+            if args:
+                repairs.append("arguments at top level")
+        if not isinstance(args, dict):
+            return Invalid(f"{normal[:40]} arguments must be a JSON object, got {type(args).__name__}")
+        return ToolCall(sanitize_text(normal[:64])[0], _jsonable(args))
     if args is None and ("start" in obj or "start_time" in obj):
         repairs.append("arguments at top level")
         args = obj

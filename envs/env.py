@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import copy
 import math
 from functools import lru_cache
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import gymnasium as gym
@@ -14,19 +14,20 @@ from PIL import Image, ImageDraw
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from videoseek.envs.actions import (
-    Action, Answer, CropVideo, Invalid, ParsedTurn, Think, action_to_dict, action_to_text, normalize_action, parse_action, sanitize_text,
+    Action, Answer, CropVideo, Invalid, ParsedTurn, Think, ToolCall, action_to_dict, action_to_text, normalize_action, parse_action,
+    sanitize_text,
 )  # fmt: skip
 from videoseek.envs import subtitles
 from videoseek.envs.evidence import EvidenceState
-from videoseek.envs.protocol import CROP_VIDEO_TOOL, NO_TOOL_SYSTEM_PROMPT, SYSTEM_PROMPT
+from videoseek.envs.tools import DEFAULT_TOOLS, Tool, ToolError, ToolResult, check_arguments, format_times, resolve_tools, system_prompt, think_nudge, tool_schemas, usage_hint
 from videoseek.envs.sample import DataError, VideoSample
 from videoseek.envs.trajectory import CallInfo, FrameRef, GroupInfo, Observation, Trajectory, Turn
-from videoseek.envs.video import DEFAULT_BACKEND, _font, fit_pixels, open_video, reconcile_duration
+from videoseek.envs.video import DEFAULT_BACKEND, _font, fit_pixels, open_video, overlay_timestamp, reconcile_duration
 from videoseek.rewards import EpisodeSummary, RewardConfig, accuracy_reward, score_episode
 from videoseek.rewards.compose import PRESETS
 
 Obs = dict[str, Any]
-ActType = Any  # str (raw assistant text) or a structured Think / CropVideo / Answer
+ActType = Any  # str (raw assistant text) or a structured Think / ToolCall / CropVideo / Answer
 
 MAX_TEXT = 1 << 20
 
@@ -100,8 +101,10 @@ class EnvConfig(BaseModel):
     max_pixels: int = Field(default=224 * 224, description="per-frame pixel budget, aspect ratio kept (784..1048576)")
     timestamp_overlay: bool = Field(default=False, description="burn HH:MM:SS into each frame (VideoMend)")
     video_backend: Literal["decord", "pyav", "torchcodec"] = DEFAULT_BACKEND
-    tools: bool = Field(default=True, description="False: the no-tool baseline; instructions without crop_video "
-                        "(NO_TOOL_SYSTEM_PROMPT, info['tools'] == []) and a crop call is refused")
+    tools: list[str] = Field(default_factory=lambda: list(DEFAULT_TOOLS),
+                             description="the tools the agent may call: registered names or import paths 'package.module:Class' "
+                                         "(videoseek.envs.tools); [] (or False) is the no-tool baseline (NO_TOOL_SYSTEM_PROMPT, "
+                                         "info['tools'] == [], every call refused); True is the default list")
     reward: RewardConfig = Field(default_factory=RewardConfig, description="a RewardConfig or a preset name (default csgrpo)")
 
     @field_validator("reward", mode="before")
@@ -113,6 +116,22 @@ class EnvConfig(BaseModel):
                 raise ValueError(f"unknown reward preset {value!r}; expected one of {', '.join(PRESETS)} or a RewardConfig")
             return RewardConfig(preset=value)
         return value
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _tool_list(cls, value: Any) -> Any:
+        """True / False (the switch of earlier versions) mean the default tools / none; a comma-separated
+        string is a list; every entry must name a registered tool or an importable Tool class."""
+        if value is True or value is None:
+            return list(DEFAULT_TOOLS)
+        if value is False:
+            return []
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, (list, tuple)):
+            raise ValueError(f"tools must be a list of tool names, got {type(value).__name__}")
+        resolve_tools(list(value))  # raises a one-line ValueError naming an unknown tool
+        return list(value)
 
     @field_validator("frames_per_call", "max_total_frames", "max_pixels", mode="before")
     @classmethod
@@ -141,7 +160,7 @@ class EnvConfig(BaseModel):
         return self
 
 
-THINK_NUDGE = "Continue. Call crop_video(start, end) to look closer at a time span, or give your final answer in <answer></answer>."
+THINK_NUDGE = think_nudge(DEFAULT_TOOLS)  # the reply to a turn without an action, default tools (`think_nudge`)
 
 
 def _label_time(frame: np.ndarray, t: float) -> np.ndarray:
@@ -155,10 +174,6 @@ def _label_time(frame: np.ndarray, t: float) -> np.ndarray:
     return np.asarray(img)
 
 
-def format_times(ts: np.ndarray) -> str:
-    return ", ".join(f"{t:.1f}s" for t in ts)
-
-
 def question_text(sample: VideoSample, duration: float, timestamps: np.ndarray) -> str:
     lines = [f"Video duration: {duration:.1f} seconds."]
     if len(timestamps):
@@ -170,13 +185,46 @@ def question_text(sample: VideoSample, duration: float, timestamps: np.ndarray) 
     return "\n".join(lines)
 
 
+class FrameStack(spaces.Space[np.ndarray]):
+    """uint8 frames of shape (n, H, W, 3), n >= 0, each of at most `max_pixels` pixels.
+
+    The frames of one observation share a size, but observations differ: the video's frames are
+    (height, width), a `zoom` returns a region with the box's aspect ratio. `sample()` draws up to
+    four frames of the video's size.
+    """
+
+    def __init__(self, height: int, width: int, max_pixels: int, seed: int | np.random.Generator | None = None) -> None:
+        self.height, self.width, self.max_pixels = int(height), int(width), int(max_pixels)
+        super().__init__(None, np.uint8, seed)
+
+    @property
+    def is_np_flattenable(self) -> bool:
+        return False
+
+    def sample(self, mask: Any = None, probability: Any = None) -> np.ndarray:
+        n = int(self.np_random.integers(0, 5))
+        return self.np_random.integers(0, 256, size=(n, self.height, self.width, 3), dtype=np.uint8)
+
+    def contains(self, x: Any) -> bool:
+        return (
+            isinstance(x, np.ndarray) and x.dtype == np.uint8 and x.ndim == 4 and x.shape[-1] == 3
+            and x.shape[1] * x.shape[2] <= max(self.max_pixels, self.height * self.width)
+        )  # fmt: skip
+
+    def __repr__(self) -> str:
+        return f"FrameStack(n, H, W, 3; video frames {self.height}x{self.width}, at most {self.max_pixels} pixels)"
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, FrameStack) and (self.height, self.width, self.max_pixels) == (other.height, other.width, other.max_pixels)
+
+
 @lru_cache(maxsize=64)
-def observation_space(height: int, width: int) -> spaces.Dict:
-    """The observation space for frames of one size (cached: G envs of a sample build it once)."""
+def observation_space(height: int, width: int, max_pixels: int | None = None) -> spaces.Dict:
+    """The observation space for a video's frame size (cached: G envs of a sample build it once)."""
     return spaces.Dict(
         {
             "text": FreeText(MAX_TEXT),
-            "frames": spaces.Sequence(spaces.Box(0, 255, shape=(height, width, 3), dtype=np.uint8), stack=True),
+            "frames": FrameStack(height, width, max_pixels or height * width),
             "timestamps": spaces.Sequence(TimeBox(0.0, np.inf, shape=(), dtype=np.float64), stack=True),
         }
     )
@@ -187,16 +235,17 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
 
     ## Description
     The agent starts with the question and a few uniformly spaced frames of the video. Each turn it
-    writes text: it thinks, calls `crop_video(start, end)` to get frames of a time span, or
-    answers. The env decodes real frames (PyAV, decord or torchcodec; shared frame cache), tracks the clue
+    writes text: it thinks, calls one of its tools (`EnvConfig.tools`: `crop_video(start, end)`
+    for frames of a time span by default, `zoom(time, box)` for a region of one frame at native
+    resolution, or a tool of your own, `videoseek.envs.tools`), or answers. The env decodes real frames (PyAV, decord or torchcodec; shared frame cache), tracks the clue
     evidence the crops have gathered (`EvidenceState`, CS-GRPO) and scores the episode with the
     configured reward families when it ends.
 
     ## Action Space
     `FreeText`: the assistant's raw turn, parsed by `videoseek.envs.actions.parse_action`
     (Hermes `<tool_call>` JSON by default, lenient about syntax, every repair recorded). A
-    structured `Think()`, `CropVideo(start, end)` or `Answer(text)` is accepted too; its fields
-    are checked (numpy scalars and numeric strings coerced; any other value is an invalid turn
+    structured `Think()`, `ToolCall(name, arguments)`, `CropVideo(start, end)` or `Answer(text)`
+    is accepted too; its fields are checked (numpy scalars and numeric strings coerced; any other value is an invalid turn
     with `info["error"]`). Text that cannot be encoded (lone surrogates) is replaced by U+FFFD
     and counted in `info["sanitized"]` and the trajectory's `metrics["sanitized"]`.
 
@@ -206,8 +255,8 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
 
     ## Info
     `reset` returns `info["instructions"]` (the system prompt: the answer format and how to call
-    the tool) and `info["tools"]` (`[CROP_VIDEO_TOOL]`, the OpenAI function schema), both from
-    `videoseek.envs.protocol`, with `info["turn"] = 0` and the evidence snapshot. `step` returns
+    the tools) and `info["tools"]` (the configured tools' OpenAI function schemas), both built
+    from `EnvConfig.tools` (`videoseek.envs.tools`), with `info["turn"] = 0` and the evidence snapshot. `step` returns
     `info["turn"]`: the 0-based index of the turn just played, equal to its `Turn.index` in the
     trajectory (0 after the first step), with `error`, `action`, `repairs` and `evidence`; the
     last step adds `reward_components`, `prediction` and `correct`.
@@ -225,9 +274,11 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
     Terminated when the agent answers. Truncated after `max_turns` turns without an answer.
     `step` before `reset` raises RuntimeError("call reset() before step()"); `step` after the
     episode ended raises a RuntimeError that says so.
-    A crop that is malformed, has start >= end, lies entirely outside the video, is shorter
-    than `min_span`, or finds the frame budget spent is rejected: a text-only observation,
-    `info["error"]` says why, and the turn is spent.
+    A tool call that is malformed, names a tool the env lacks, fails the tool's argument schema
+    (wrong type, missing field, non-finite number), is refused by the tool (`ToolError`: a crop
+    with start >= end, outside the video or shorter than `min_span`; a degenerate zoom box) or
+    finds the frame budget spent is rejected: a text-only observation, `info["error"]` says why,
+    and the turn is spent.
 
     ## Arguments
     - `sample`: a `VideoSample`.
@@ -260,10 +311,12 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
             raise DataError(f"sample {sample.id} ({sample.video}): {exc}") from None
 
         w, h = fit_pixels(self.video.info.width, self.video.info.height, self.config.max_pixels)
-        self.observation_space = observation_space(h, w)
+        self.observation_space = observation_space(h, w, self.config.max_pixels)
         self.action_space = FreeText(MAX_TEXT)
         self._frame_shape = (h, w, 3)
-        self.evidence = EvidenceState(sample.clue_intervals, self.duration)
+        # One instance of each configured tool, by name: calls are dispatched here.
+        self.tools: dict[str, Tool] = {cls.name: cls() for cls in resolve_tools(self.config.tools)}
+        self.evidence = self._new_evidence()
         self.trajectory: Trajectory | None = None
         self.frames_by_turn: dict[int, np.ndarray] = {}  # -1: initial frames; k: frames returned at turn k
         self._perturbation: Perturbation | None = None
@@ -281,14 +334,17 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
         pert = options.get("perturbation")
         self._perturbation = None if pert is None else (pert if isinstance(pert, Perturbation) else Perturbation.model_validate(pert))
         self._mask_range = self._resolve_mask(self._perturbation)
-        self.evidence = EvidenceState(self.sample.clue_intervals, self.duration)
+        self.evidence = self._new_evidence()
+        self._call_of_span: list[int] = []  # CallInfo.index of each temporal-evidence call, in order
         self.frames_by_turn = {}
         self._frames_used = 0
         self._done = False
 
         n = min(self.config.initial_frames, self.config.max_total_frames)
         times = (np.arange(n) + 0.5) * self.duration / n if n else np.zeros(0)
-        frames, ts, masked = self._get_frames(times)
+        frames, ts = self.read_frames(times)
+        masked = self._masked(ts)
+        self._frames_used += len(ts)
         self.frames_by_turn[-1] = frames
         text = question_text(self.sample, self.duration, ts)
         subs = self._subtitles(ts)
@@ -324,8 +380,8 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
             "error": None,
             "turn": 0,
             "evidence": self.evidence.snapshot(),
-            "instructions": SYSTEM_PROMPT if self.config.tools else NO_TOOL_SYSTEM_PROMPT,
-            "tools": [copy.deepcopy(CROP_VIDEO_TOOL)] if self.config.tools else [],
+            "instructions": self.instructions,
+            "tools": self.tool_schemas,
         }
         return self._obs(text, frames, ts), info
 
@@ -347,38 +403,14 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
         if isinstance(act, Answer):
             text = "Answer received."
             terminated = True
-        elif isinstance(act, CropVideo):
-            error, span = self._check_crop(act)
-            if error is None:
-                assert span is not None
-                frames, ts, masked = self._crop_frames(*span)
-                ev = self.evidence.add(*span)
-                call = CallInfo(
-                    index=ev.index,
-                    start=ev.start,
-                    end=ev.end,
-                    requested=(act.start, act.end),
-                    clipped=(ev.start, ev.end) != (act.start, act.end),
-                    gain=ev.gain,
-                    duplicate_of=ev.duplicate_of,
-                    fragment=ev.adjacent_to_previous,
-                    best_prior_tiou=ev.best_prior_tiou,
-                )
-                note = f" (clipped to the video: requested {act.start:.1f}-{act.end:.1f}s)" if call.clipped else ""
-                text = f"crop_video returned {len(ts)} frames from {ev.start:.1f}s to {ev.end:.1f}s{note} at {format_times(ts)}."
-                subs = self._subtitles(ts, header="Subtitles at these frames:")
-                if subs:
-                    text = f"{text}\n{subs}"
-                segments = self._segments(ts, ev.end)
-                if segments:
-                    text = f"{text}\nSubtitles between these frames:\n{segments}"
-            else:
-                text = f"Error: {error}"
+        elif isinstance(act, (ToolCall, CropVideo)):
+            text, frames, ts, call, error = self._call_tool(act.name, act.arguments, parsed.repairs)
+            masked = self._masked(ts)
         elif isinstance(act, Invalid):
             error = act.reason
-            text = f"Error: {error}. Call the tool as <tool_call>{{\"name\": \"crop_video\", \"arguments\": {{\"start\": <seconds>, \"end\": <seconds>}}}}</tool_call> or answer in <answer></answer>."
+            text = f"Error: {error}. {usage_hint(list(self.tools.values()))}"
         else:
-            text = THINK_NUDGE
+            text = think_nudge(list(self.tools.values()))
 
         self.frames_by_turn[turn] = frames
         self.trajectory.turns.append(
@@ -391,7 +423,7 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
                 dialect=parsed.dialect,
                 error=error,
                 observation=Observation(text=text, frames=self._frame_refs(ts, masked)),
-                evidence={**self.evidence.snapshot(), "gain": call.gain if call else None},
+                evidence={**self.evidence.snapshot(), "gain": call.gain if call and call.span else None},
                 call=call,
             )
         )
@@ -460,6 +492,7 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
             prediction=answer,
             assistant_turns=[t.assistant for t in turns],
             calls=self.evidence.call_spans(),
+            zooms=self.evidence.region_looks(),
             invalid_calls=self.trajectory.invalid_calls,
             duration=self.duration,
             truncated=self.trajectory.truncated,
@@ -483,7 +516,7 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
             coverage=self.evidence.coverage,
             evidence=self.evidence.score,
             precision=self.evidence.precision,
-            calls=len(self.evidence.calls),
+            calls=len(traj.calls),
             invalid_calls=traj.invalid_calls,
             frames=self._frames_used,
         )
@@ -499,7 +532,7 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
         (`normalize_action`: any value gives a valid action or an `Invalid` one) and is recorded
         as the text a model would have written for it.
         """
-        if isinstance(action, (Think, CropVideo, Answer, Invalid)):
+        if isinstance(action, (Think, ToolCall, CropVideo, Answer, Invalid)):
             act, sanitized = normalize_action(action)
             parsed, raw = ParsedTurn(act, dialect="structured"), action_to_text(act)
         elif isinstance(action, str):
@@ -510,23 +543,6 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
         if sanitized:
             parsed.repairs.append(f"replaced {sanitized} unencodable character(s) (lone surrogates) with U+FFFD")
         return parsed, raw, sanitized
-
-    def _check_crop(self, act: CropVideo) -> tuple[str | None, tuple[float, float] | None]:
-        s, e = act.start, act.end
-        if not self.config.tools:
-            return "crop_video is not available in this episode (no-tool mode); answer in <answer></answer>", None
-        if not (math.isfinite(s) and math.isfinite(e)):
-            return "crop_video times must be finite numbers", None
-        if s >= e:
-            return f"crop_video needs start < end, got start={s:g}, end={e:g}", None
-        if e <= 0 or s >= self.duration:
-            return f"crop_video span {s:g}-{e:g}s lies outside the video (0-{self.duration:.1f}s)", None
-        span = (max(s, 0.0), min(e, self.duration))
-        if span[1] - span[0] < self.config.min_span:
-            return f"crop_video span of {span[1] - span[0]:.2f}s is shorter than the minimum {self.config.min_span:g}s", None
-        if self._frames_used >= self.config.max_total_frames:
-            return f"frame budget of {self.config.max_total_frames} frames is spent; answer now", None
-        return None, span
 
     def _subtitles(self, ts: np.ndarray, header: str = subtitles.HEADER) -> str:
         """The subtitle lines of the frames at `ts` (the sample's ``metadata["subtitles"]``, the
@@ -542,19 +558,141 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
             return ""
         return "\n".join(subtitles.interleaved_lines(segments, sorted(float(t) for t in ts), float(end)))
 
-    def _crop_frames(self, s: float, e: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        k = min(self.config.frames_per_call, self.config.max_total_frames - self._frames_used)
-        times = s + (np.arange(k) + 0.5) * (e - s) / k
-        # A short span of a low-fps video maps several times to one frame: return each frame once.
-        idx = np.unique(self.video.indices_at(times))
-        return self._get_frames(None, idx)
+    # ---- tools ---------------------------------------------------------------------------------
+    @property
+    def instructions(self) -> str:
+        """The system prompt for this env's tools (`videoseek.envs.tools.system_prompt`)."""
+        return system_prompt(list(self.tools.values()))
 
-    def _get_frames(self, times: np.ndarray | None, indices: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        if indices is None:
-            indices = self.video.indices_at(times) if times is not None and len(times) else np.zeros(0, int)
-        frames, ts = self.video.frames_by_index(indices, max_pixels=self.config.max_pixels, overlay=self.config.timestamp_overlay)
-        self._frames_used += len(ts)
+    @property
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """The OpenAI function schemas of this env's tools, in order (fresh copies)."""
+        return tool_schemas(list(self.tools.values()))
+
+    @property
+    def frames_left(self) -> int:
+        """Frames the episode may still receive (`max_total_frames` less those shown so far)."""
+        return max(0, self.config.max_total_frames - self._frames_used)
+
+    def read_frames(
+        self,
+        times: Sequence[float],
+        *,
+        max_pixels: int | None = None,
+        box: Sequence[float] | None = None,
+        distinct: bool = False,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The frames shown at `times`, as this episode's observations hold them: (uint8 (n, H, W, 3), seconds (n,)).
+
+        Frames come through the video's shared, bounded frame cache and get the episode's
+        perturbation (a DM-GRPO mask zeroes a frame whose time is masked, as for any frame).
+        `max_pixels` overrides the env's per-frame pixel budget (aspect ratio kept, never
+        upscaled); `box` = [x1, y1, x2, y2] (fractions of width and height, inside [0, 1]) cuts
+        that region from the frame decoded at native resolution, then fits it to the budget;
+        `distinct` returns each frame once when several times fall on one frame. Reading does not
+        spend the frame budget: the env counts the frames a tool returns.
+        """
+        idx = self.video.indices_at(np.asarray(times, dtype=np.float64)) if len(times) else np.zeros(0, int)
+        if distinct:
+            idx = np.unique(idx)
+        budget = self.config.max_pixels if max_pixels is None else int(max_pixels)
+        overlay = self.config.timestamp_overlay
+        if box is None:
+            frames, ts = self.video.frames_by_index(idx, max_pixels=budget, overlay=overlay)
+        else:
+            frames, ts = self._regions(idx, box, budget, overlay)
         return self._perturb(frames, ts)
+
+    def _regions(self, idx: np.ndarray, box: Sequence[float], budget: int, overlay: bool) -> tuple[np.ndarray, np.ndarray]:
+        """The region `box` of each frame `idx`, cut at native resolution and resized to `budget` pixels."""
+        native, ts = self.video.frames_by_index(idx, max_pixels=None)
+        h, w = native.shape[1:3]
+        x1, y1, x2, y2 = (min(max(float(v), 0.0), 1.0) for v in box)
+        # Pixel edges of the region, at least one pixel wide and high.
+        left, top = min(int(round(x1 * w)), w - 1), min(int(round(y1 * h)), h - 1)
+        right, bottom = max(int(round(x2 * w)), left + 1), max(int(round(y2 * h)), top + 1)
+        size = fit_pixels(right - left, bottom - top, budget)
+        out = []
+        for frame, t in zip(native, ts):
+            crop = frame[top:bottom, left:right]
+            if (crop.shape[1], crop.shape[0]) != size:
+                crop = np.asarray(Image.fromarray(crop).resize(size, Image.BILINEAR))
+            out.append(overlay_timestamp(np.ascontiguousarray(crop), t) if overlay else crop)
+        frames = np.stack(out) if out else np.zeros((0, size[1], size[0], 3), np.uint8)
+        return np.ascontiguousarray(frames), ts
+
+    def _call_tool(self, name: str, arguments: dict[str, Any], repairs: list[str]) -> tuple[str, np.ndarray, np.ndarray, CallInfo | None, str | None]:
+        """Run one tool call: (text, frames, timestamps, call record, error). Never raises for what
+        a policy wrote: an unknown tool, bad arguments or a `ToolError` is an error observation."""
+        empty = np.zeros((0, *self._frame_shape), np.uint8), np.zeros(0)
+        tool = self.tools.get(name)
+        if tool is None:
+            if not self.tools:
+                error = f"{name} is not available in this episode (no-tool mode); answer in <answer></answer>"
+            else:
+                error = f"unknown tool {name[:40]!r}; this episode's tools: {', '.join(self.tools)}"
+            return f"Error: {error}", *empty, None, error
+        args, error = check_arguments(type(tool), arguments)
+        if error is None and tool.returns_frames and self.frames_left <= 0:
+            error = f"frame budget of {self.config.max_total_frames} frames is spent; answer now"
+        if error is None:
+            try:
+                result = tool.run(self, **args)
+            except ToolError as exc:
+                error = " ".join(str(exc).split())[:300] or f"{name} refused the call"
+            except DataError:
+                raise  # a broken video is the data's fault, not the policy's: the episode fails
+            except Exception as exc:  # a tool's bug must not end a training run: the turn says what broke
+                error = f"{name} failed ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
+        if error is not None:
+            return f"Error: {error}", *empty, None, error
+        frames, ts = self._checked_frames(name, result)
+        self._frames_used += len(ts)
+        index = len(self.trajectory.calls)
+        call = CallInfo(index=index, tool=name, arguments=result.arguments if result.arguments is not None else args,
+                        requested=args, clipped=bool(result.clipped))  # fmt: skip
+        if result.span is not None:
+            ev = self.evidence.add(*result.span)
+            self._call_of_span.append(index)
+            dup = None if ev.duplicate_of is None else self._call_of_span[ev.duplicate_of]
+            call = call.model_copy(update=dict(start=ev.start, end=ev.end, gain=ev.gain, duplicate_of=dup,
+                                               fragment=ev.adjacent_to_previous, best_prior_tiou=ev.best_prior_tiou))  # fmt: skip
+        if result.region is not None:
+            t, box = result.region
+            call = call.model_copy(update=dict(time=float(t), box=[float(v) for v in box], box_iou=self.evidence.add_region(t, box)))
+        text = result.text
+        if len(ts):
+            subs = self._subtitles(ts, header="Subtitles at these frames:")
+            if subs:
+                text = f"{text}\n{subs}"
+            segments = self._segments(ts, result.span[1] if result.span else float(np.max(ts)))
+            if segments:
+                text = f"{text}\nSubtitles between these frames:\n{segments}"
+        return text, frames, ts, call, None
+
+    def _checked_frames(self, name: str, result: ToolResult) -> tuple[np.ndarray, np.ndarray]:
+        """A tool's frames and times as observations hold them; a malformed result is the tool's bug (ValueError)."""
+        if result.frames is None or len(result.frames) == 0:
+            return np.zeros((0, *self._frame_shape), np.uint8), np.zeros(0)
+        frames, ts = np.asarray(result.frames), np.asarray(result.timestamps, dtype=np.float64)
+        if frames.dtype != np.uint8 or frames.ndim != 4 or frames.shape[-1] != 3 or ts.shape != (len(frames),):
+            raise ValueError(f"tool {name} returned frames {frames.dtype} {frames.shape} with timestamps {ts.shape}; "
+                             "expected uint8 (n, H, W, 3) and (n,) (read them with env.read_frames)")  # fmt: skip
+        if len(frames) > self.frames_left:
+            frames, ts = frames[: self.frames_left], ts[: self.frames_left]
+        return frames, ts
+
+    def _new_evidence(self) -> EvidenceState:
+        p = self.config.reward.clue_seek
+        return EvidenceState(self.sample.clue_intervals, self.duration, duplicate_tiou=p.duplicate_tiou, adjacency_gap=p.adjacency_gap,
+                             key_frames=[k.model_dump() for k in self.sample.key_frames], region_time_gate=p.zoom_time_gate)  # fmt: skip
+
+    def _masked(self, ts: np.ndarray) -> np.ndarray:
+        """Which of these frame times the episode's mask perturbation blanks (DM-GRPO)."""
+        if self._mask_range is None or len(ts) == 0:
+            return np.zeros(len(ts), bool)
+        lo, hi = math.floor(self._mask_range[0]), math.floor(self._mask_range[1])
+        return (np.floor(ts) >= lo) & (np.floor(ts) <= hi)
 
     def _resolve_mask(self, p: Perturbation | None) -> tuple[float, float] | None:
         if p is None or p.kind != "mask":
@@ -576,14 +714,12 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
                 d["oracle_correct"] = self.sample.mask_patterns[self._perturbation.pattern].oracle_correct
         return d
 
-    def _perturb(self, frames: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        masked = np.zeros(len(ts), bool)
+    def _perturb(self, frames: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         p = self._perturbation
         if p is None or len(ts) == 0:
-            return frames, ts, masked
+            return frames, ts
         if p.kind == "mask":
-            lo, hi = math.floor(self._mask_range[0]), math.floor(self._mask_range[1])
-            masked = (np.floor(ts) >= lo) & (np.floor(ts) <= hi)
+            masked = self._masked(ts)
             if masked.any():
                 frames = frames.copy()
                 frames[masked] = 0  # pixels zeroed, time positions kept (VideoMend §5.2)
@@ -594,7 +730,7 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
             for i in range(1, len(out)):  # recursive, as VideoMend's SF-GRPO code blends in place
                 out[i] = p.alpha * out[i] + (1 - p.alpha) * out[i - 1]
             frames = np.round(out).astype(np.uint8)
-        return frames, ts, masked
+        return frames, ts
 
     def _frame_refs(self, ts: np.ndarray, masked: np.ndarray) -> list[FrameRef]:
         return [FrameRef(t=float(t), masked=bool(m)) for t, m in zip(ts, masked)]

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
+from videoseek.rewards.grounding import region_iou
 from videoseek.rewards.intervals import Interval, clip, intersection, measure, tiou, union
 
 
@@ -58,13 +59,23 @@ class EvidenceState:
         adjacency_gap: a call whose gap to the previous call (or overlap with it) is at most this
             many seconds continues a run of adjacent fragments. The seed does
             not give a number; 0.5 s is about one sampled frame at typical crop densities.
+        key_frames: the sample's key frames ({time, boxes}); spatial looks (`add_region`) are
+            scored against their boxes.
+        region_time_gate: seconds between a looked-at frame and a key frame whose boxes count
+            (grounded thinking's `time_gate`).
+
+    Spatial evidence (a `zoom` at one frame) does not change the temporal state: a frame is an
+    instant, not a span. `add_region` records the region and its IoU with the key-frame boxes.
     """
 
     clue_intervals: Sequence[Sequence[float]]
     duration: float
     duplicate_tiou: float = 0.7
     adjacency_gap: float = 0.5
+    key_frames: Sequence = ()
+    region_time_gate: float = 2.0
     calls: list[CallEvidence] = field(default_factory=list)
+    regions: list[tuple[float, list[float], float | None]] = field(default_factory=list)  # (time, box, IoU)
     _clues: list[Interval] = field(init=False, repr=False)
     _retrieved: list[Interval] = field(init=False, repr=False, default_factory=list)
 
@@ -130,5 +141,16 @@ class EvidenceState:
         self.calls.append(rec)
         return rec
 
+    def add_region(self, time: float, box: Sequence[float]) -> float | None:
+        """Record a look at the region `box` ([x1, y1, x2, y2], fractions) of the frame at `time`;
+        its IoU with the key-frame boxes near that time (`rewards.grounding.region_iou`), None without boxes."""
+        iou = region_iou(time, box, self.key_frames, self.region_time_gate)
+        self.regions.append((float(time), [float(v) for v in box], iou))
+        return iou
+
     def call_spans(self) -> list[Interval]:
         return [(c.start, c.end) for c in self.calls]
+
+    def region_looks(self) -> list[tuple[float, list[float]]]:
+        """The spatial looks in order, as (time, box): what the clue-seek reward's zoom term reads."""
+        return [(t, list(b)) for t, b, _ in self.regions]

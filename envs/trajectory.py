@@ -25,9 +25,11 @@ from pydantic_core import PydanticSerializationError
 
 from videoseek.envs.actions import sanitize_text
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-SCHEMA_VERSION = 1
+# 2: tool calls are recorded by name ({"type": "tool_call", "name", "arguments"} actions; `CallInfo`
+# with `tool` and `arguments`). Version-1 records (crop_video only) are read as version 2.
+SCHEMA_VERSION = 2
 
 
 class FrameRef(BaseModel):
@@ -42,20 +44,60 @@ class Observation(BaseModel):
 
 
 class CallInfo(BaseModel):
-    """An accepted crop call as the evidence state saw it (after clipping)."""
+    """An accepted tool call: what the tool read and the evidence it added.
+
+    `index` numbers the episode's accepted calls from 0, whatever their tool. `arguments` are the
+    arguments as the tool read them (clipped values included), `requested` as the agent wrote them.
+    A call that retrieved a time span (`crop_video`) has `start`/`end` and its evidence-score `gain`,
+    `duplicate_of` (the `index` of an earlier call it nearly repeats), `fragment` and
+    `best_prior_tiou`; a look at one frame's region (`zoom`) has `time`, `box` and `box_iou`, its
+    IoU with the sample's key-frame boxes near that time (None: no boxes to compare with).
+    """
 
     index: int
-    start: float
-    end: float
-    requested: tuple[float, float]
-    clipped: bool
-    gain: float
+    tool: str = "crop_video"
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    requested: dict[str, Any] = Field(default_factory=dict)
+    clipped: bool = False
+    start: float | None = None
+    end: float | None = None
+    gain: float = 0.0
     duplicate_of: int | None = None
     fragment: bool = False
     best_prior_tiou: float = 0.0
+    time: float | None = None
+    box: list[float] | None = None
+    box_iou: float | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_schema_1(cls, data: Any) -> Any:
+        """A version-1 call (crop_video: `requested` as [start, end], no tool or arguments)."""
+        if isinstance(data, dict) and isinstance(data.get("requested"), (list, tuple)) and "tool" not in data:
+            s, e = data["requested"]
+            data = {**data, "tool": "crop_video", "requested": {"start": s, "end": e}, "arguments": {"start": data.get("start"), "end": data.get("end")}}
+        return data
+
+    @property
+    def span(self) -> tuple[float, float] | None:
+        return None if self.start is None or self.end is None else (self.start, self.end)
 
 
 class Turn(BaseModel):
+    @model_validator(mode="before")
+    @classmethod
+    def _from_schema_1(cls, data: Any) -> Any:
+        """A version-1 action {"type": "crop_video", "start", "end"} read as a tool call."""
+        if isinstance(data, dict) and isinstance(data.get("action"), dict) and data["action"].get("type") == "crop_video":
+            a = data["action"]
+            data = {**data, "action": {"type": "tool_call", "name": "crop_video", "arguments": {k: a[k] for k in ("start", "end") if k in a}}}
+        return data
+
+    @property
+    def tool_name(self) -> str | None:
+        """The tool this turn called (accepted or not); None for a think, answer or invalid turn."""
+        return self.action.get("name") if self.action.get("type") == "tool_call" else None
+
     index: int
     assistant: str
     action: dict[str, Any]
@@ -109,12 +151,13 @@ class Trajectory(BaseModel):
 
     @property
     def calls(self) -> list[CallInfo]:
+        """The accepted tool calls, any tool, in order."""
         return [t.call for t in self.turns if t.call is not None]
 
     @property
     def invalid_calls(self) -> int:
-        """Malformed tool calls and rejected crops (both cost a turn and count for the penalties)."""
-        return sum(1 for t in self.turns if t.action.get("type") == "invalid" or (t.action.get("type") == "crop_video" and t.error))
+        """Malformed tool calls and rejected ones (both cost a turn and count for the penalties)."""
+        return sum(1 for t in self.turns if t.action.get("type") == "invalid" or (t.action.get("type") == "tool_call" and t.error))
 
 
 # ---- trajectory files ---------------------------------------------------------------------------

@@ -13,7 +13,9 @@ coverage = |R∩C|/|C|; E = |R∩C|/|R∪C|; gain g_k = E_k − E_{k−1} with E
              − p_excess·max(0, N − n_free) − p_dup·#duplicates − p_frag·#fragments
              − p_drop·#{k: g_k < −θ_drop} − p_invalid·#invalid,   then max(R_tool, r_min)
 
-with N the number of calls (valid and invalid). The seed gives the thresholds (0.1, 3, 0.7, 0.1)
+             + w_zoom·#{zooms whose box has IoU >= θ_zoom with a key-frame box near its time}
+
+with N the number of calls (valid and invalid, zooms included). The seed gives the thresholds (0.1, 3, 0.7, 0.1)
 but no weights; the defaults here make full coverage with a few useful calls worth about 1.0–1.5
 and each wasteful call cost 0.1–0.2, so one wasteful call never outweighs the coverage it
 bought. Choices where the seed is silent, each a parameter:
@@ -44,6 +46,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
 
+from .grounding import region_iou
 from .intervals import Interval, clip, intersection, measure, tiou, union
 
 
@@ -66,6 +69,11 @@ class ClueSeekParams(BaseModel):
     drop_threshold: float = 0.1  # seed: "reduce the evidence state by more than 0.1"
     drop_penalty: float = 0.2
     invalid_penalty: float = 0.1
+    # Zooms (the `zoom` tool; no seed has it): credit per zoom whose box overlaps a key-frame box
+    # near its time with IoU >= zoom_iou (`grounding.region_iou`, the IoU of grounded thinking, seed 003).
+    zoom_weight: float = 0.1  # = gain_weight: looking at the clue's region is worth what a useful crop is
+    zoom_iou: float = 0.5  # the usual detection hit threshold (PASCAL VOC)
+    zoom_time_gate: float = 2.0  # seconds between the zoomed frame and a key frame (grounding's time_gate)
     min_reward: float = -1.0
     # Not in the seed (default off, the paper's reward): DeepEyes' conditional tool reward. With it on,
     # a wrong answer keeps the search's costs (a negative clue-seek) but not its credit, so a
@@ -137,13 +145,20 @@ def clue_seek_reward(
     invalid_calls: int = 0,
     params: ClueSeekParams | None = None,
     return_breakdown: bool = False,
+    zooms: Sequence[tuple[float, Sequence[float]]] = (),
+    key_frames: Sequence = (),
     **overrides: float,
 ) -> float | tuple[float, dict]:
     """CS-GRPO tool reward of one episode's calls (in call order, seconds).
 
     `params` or keyword overrides (e.g. `duplicate_penalty=0.3`) set the weights and thresholds
-    (see `ClueSeekParams`). With `return_breakdown=True` returns (reward, breakdown) where the
-    breakdown has the counts, each term and the per-call gains.
+    (see `ClueSeekParams`). `zooms` are the accepted `zoom` calls as (time, box), scored against
+    the sample's `key_frames` (boxes in fractions of the frame). With `return_breakdown=True`
+    returns (reward, breakdown) where the breakdown has the counts, each term and the per-call gains.
+
+    >>> clue_seek_reward([], [(2, 4)], 10, zooms=[(3.0, [0.1, 0.1, 0.3, 0.3])],
+    ...                  key_frames=[{"time": 3.0, "boxes": {"label": [0.1, 0.1, 0.3, 0.3]}}])
+    0.1
     """
     p = params or ClueSeekParams()
     if overrides:
@@ -154,7 +169,8 @@ def clue_seek_reward(
     gains = [t["gain"] for t in trace]
     coverage = trace[-1]["coverage"] if trace else 0.0
     irrelevant = trace[-1]["irrelevant"] if trace else 0.0
-    n_calls = len(spans) + int(invalid_calls)
+    n_calls = len(spans) + len(zooms) + int(invalid_calls)
+    zoom_ious = [region_iou(t, box, key_frames, p.zoom_time_gate) for t, box in zooms]
     counts = {
         "calls": n_calls,
         "useful": sum(g > p.gain_threshold for g in gains),
@@ -163,6 +179,8 @@ def clue_seek_reward(
         "fragments": _fragments([g["adjacent"] for g in geometry], p.min_run),
         "drops": sum(g < -p.drop_threshold for g in gains),
         "invalid": int(invalid_calls),
+        "zooms": len(zooms),
+        "zoom_hits": sum(iou is not None and iou >= p.zoom_iou for iou in zoom_ious),
     }
     terms = {
         "coverage_term": p.coverage_weight * coverage,
@@ -173,6 +191,7 @@ def clue_seek_reward(
         "fragment_term": -p.fragment_penalty * counts["fragments"],
         "drop_term": -p.drop_penalty * counts["drops"],
         "invalid_term": -p.invalid_penalty * counts["invalid"],
+        "zoom_term": p.zoom_weight * counts["zoom_hits"],
     }
     reward = max(p.min_reward, sum(terms.values()))
     if not return_breakdown:

@@ -57,6 +57,7 @@ class EpisodeSummary:
     invalid_calls: int  # malformed / rejected tool calls
     duration: float  # seconds
     truncated: bool = False  # ended by a budget rather than an answer
+    zooms: list[tuple[float, list[float]]] = field(default_factory=list)  # accepted zoom calls: (frame time, box)
     metadata: dict[str, Any] = field(default_factory=dict, compare=False)  # e.g. {"success_rates": [...]}
 
 
@@ -235,7 +236,8 @@ def episode_components(
         out["timestamp"] = timestamp_reward("\n".join(turns), episode.duration, config.timestamp_weights)
     if "clue_seek" in wanted:
         out["clue_seek"] = float(
-            clue_seek_reward(episode.calls, _attr(sample, "clue_intervals", []) or [], episode.duration, episode.invalid_calls, params=config.clue_seek)
+            clue_seek_reward(episode.calls, _attr(sample, "clue_intervals", []) or [], episode.duration, episode.invalid_calls,
+                             params=config.clue_seek, zooms=episode.zooms, key_frames=_attr(sample, "key_frames", []) or [])
         )
         if config.clue_seek.paid_if_correct and accuracy < config.correct_threshold:
             out["clue_seek"] = min(out["clue_seek"], 0.0)

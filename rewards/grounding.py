@@ -63,6 +63,22 @@ def box_iou(a: Sequence[float], b: Sequence[float]) -> float:
     return inter / union if union > 0 else 0.0
 
 
+def region_iou(time: float, box: Sequence[float], key_frames: Sequence[Any], time_gate: float = 2.0) -> float | None:
+    """Best IoU of a region `box` at `time` with the boxes of the key frames within `time_gate` seconds.
+
+    The spatial half of grounded thinking (`grounding_reward`), applied to a region the agent
+    looked at (`zoom`) instead of one it wrote: 0 when no key frame lies within the gate, None when
+    the sample has no boxes at all (nothing to ground against).
+
+    >>> region_iou(3.0, [0.2, 0.2, 0.4, 0.4], [{"time": 3.5, "boxes": {"label": [0.2, 0.2, 0.4, 0.4]}}])
+    1.0
+    """
+    frames = [(float(_field(k, "time")), list((_field(k, "boxes") or {}).values())) for k in key_frames]
+    if not any(boxes for _, boxes in frames):
+        return None
+    return max((box_iou(box, truth) for t, boxes in frames if abs(t - time) <= time_gate for truth in boxes), default=0.0)
+
+
 def parse_citations(thinking: str) -> tuple[list[float], list[tuple[str, list[float], float]]]:
     """(cited times, cited (object, box, time) triples) in a thinking text.
 

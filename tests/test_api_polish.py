@@ -60,7 +60,7 @@ def test_env_config_takes_a_preset_name_or_a_reward_config():
 def test_reset_returns_the_instructions_and_the_tool_schema(index_sample):
     import videoseek.agents.prompting as prompting
 
-    assert prompting.SYSTEM_PROMPT is SYSTEM_PROMPT and prompting.CROP_VIDEO_TOOL is CROP_VIDEO_TOOL
+    assert prompting.SYSTEM_PROMPT is SYSTEM_PROMPT
     env = VideoSeekEnv(index_sample)
     _, info = env.reset(seed=0)
     assert info["instructions"] == SYSTEM_PROMPT and "<answer>" in info["instructions"]

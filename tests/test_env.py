@@ -95,7 +95,7 @@ def test_time_formats_and_clipping(index_sample):
     assert info["error"] is None
     assert all(read_index(f) >= 180 for f in obs["frames"])
     call = env.trajectory.turns[-1].call
-    assert call.clipped and call.end == pytest.approx(20.0) and call.requested == (18.0, 25.5)
+    assert call.clipped and call.end == pytest.approx(20.0) and call.requested == {"start": 18.0, "end": 25.5}
 
 
 @pytest.mark.parametrize(

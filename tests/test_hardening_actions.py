@@ -77,9 +77,9 @@ def play(env: VideoSeekEnv, actions) -> list[dict]:
 def test_numpy_scalars_and_numeric_strings_are_coerced(env):
     infos = play(env, [CropVideo(np.float32(12.0), np.int64(14)), CropVideo("0:02", "4.5s"), CropVideo(np.array(6.0), Decimal("8.5"))])
     assert [i["action"] for i in infos[:3]] == [
-        {"type": "crop_video", "start": 12.0, "end": 14.0},
-        {"type": "crop_video", "start": 2.0, "end": 4.5},
-        {"type": "crop_video", "start": 6.0, "end": 8.5},
+        {"type": "tool_call", "name": "crop_video", "arguments": {"start": 12.0, "end": 14.0}},
+        {"type": "tool_call", "name": "crop_video", "arguments": {"start": 2.0, "end": 4.5}},
+        {"type": "tool_call", "name": "crop_video", "arguments": {"start": 6.0, "end": 8.5}},
     ]
     assert all(i["error"] is None for i in infos)
     assert env.trajectory.turns[0].assistant == '<tool_call>{"name": "crop_video", "arguments": {"start": 12.0, "end": 14.0}}</tool_call>'
@@ -148,7 +148,7 @@ def test_any_structured_action_gives_a_valid_or_invalid_turn(env, actions):
     # `env` is module-scoped and reset at every example: no state leaks between examples.
     infos = play(env, actions)
     for action, info in zip(actions, infos):
-        if isinstance(action, CropVideo) and info["action"]["type"] == "crop_video":
+        if isinstance(action, CropVideo) and info["action"].get("name") == "crop_video":
             assert all(isinstance(info["action"][k], float) and math.isfinite(info["action"][k]) for k in ("start", "end"))
         if isinstance(action, Answer) and info["action"]["type"] == "answer":
             assert isinstance(info["action"]["text"], str) and info["action"]["text"].strip()

@@ -36,7 +36,7 @@ def test_rollout_no_tools_scripted(index_sample, tmp_path, capsys):
     (t,) = read_trajectories(tmp_path / "run")
     assert len(t.initial.frames) == 4 and len(t.turns) == 1 and t.terminated
     env = json.loads((tmp_path / "run" / "run.json").read_text())["env"]
-    assert env["tools"] is False and env["max_turns"] == 1 and env["initial_frames"] == 4
+    assert env["tools"] == [] and env["max_turns"] == 1 and env["initial_frames"] == 4
     # a scripted policy that crops by design is refused, with one line
     assert main(["rollout", "--data", str(data), "--policy", "oracle", "--no-tools", "--out", str(tmp_path / "r2")]) == 2
     assert "crops by design" in capsys.readouterr().err

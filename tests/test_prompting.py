@@ -11,8 +11,8 @@ import torch
 from transformers import AutoProcessor
 
 from videoseek.agents.policy import Message, PolicyInput
+from videoseek.envs.protocol import CROP_VIDEO_TOOL
 from videoseek.agents.prompting import (
-    CROP_VIDEO_TOOL,
     SYSTEM_PROMPT,
     VIDEOSEEK_CHAT_TEMPLATE,
     ConversationRenderer,

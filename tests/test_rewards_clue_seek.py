@@ -118,3 +118,34 @@ def test_agrees_with_env_evidence_state(calls, clues):
     assert b["duplicate_of"] == [r.duplicate_of for r in records]
     assert b["adjacent"] == [r.adjacent_to_previous for r in records]
     assert b["coverage"] == pytest.approx(state.coverage if records else 0.0)
+
+
+# ---- zooms (the zoom tool's spatial evidence) -------------------------------------------------------
+KEY = [{"time": 5.0, "boxes": {"label": [0.6, 0.6, 0.8, 0.8]}}]
+
+
+def test_zoom_on_a_key_frame_box_earns_credit_and_counts_as_a_call():
+    hit, miss, late = (5.5, [0.6, 0.6, 0.8, 0.8]), (5.0, [0.0, 0.0, 0.2, 0.2]), (9.0, [0.6, 0.6, 0.8, 0.8])
+    r, b = clue_seek_reward([], [(4, 6)], 20, zooms=[hit, miss, late], key_frames=KEY, return_breakdown=True)
+    assert (b["zooms"], b["zoom_hits"], b["calls"]) == (3, 1, 3) and r == pytest.approx(0.1)  # late: 4 s from the key frame, past the 2 s gate
+    assert clue_seek_reward([], [(4, 6)], 20, zooms=[late], key_frames=KEY, zoom_time_gate=5.0) == pytest.approx(0.1)
+    assert clue_seek_reward([], [(4, 6)], 20, zooms=[hit], key_frames=KEY, zoom_iou=0.99, zoom_weight=1.0) == pytest.approx(1.0)
+    assert clue_seek_reward([], [(4, 6)], 20, zooms=[hit] * 5, key_frames=KEY) == pytest.approx(0.5 - 0.2)  # calls beyond three cost
+    assert clue_seek_reward([], [(4, 6)], 20, zooms=[hit]) == 0.0  # no boxes: nothing to credit
+
+
+def test_env_scores_a_zoom_on_the_key_frame(index_sample):
+    from videoseek.envs import EnvConfig, VideoSeekEnv
+    from videoseek.envs.actions import ToolCall
+    from videoseek.envs.sample import VideoSample
+
+    sample = VideoSample.model_validate({**index_sample.model_dump(), "key_frames": [{"time": 12.5, "boxes": {"flash": [0.25, 0.25, 0.75, 0.75]}}]})
+    scores = {}
+    for box in ([0.25, 0.25, 0.75, 0.75], [0.0, 0.0, 0.2, 0.2]):
+        env = VideoSeekEnv(sample, EnvConfig(tools=["crop_video", "zoom"]))
+        env.reset(seed=0)
+        env.step(ToolCall("zoom", {"time": 12.5, "box": box}))
+        env.step("<think>green</think><answer>B</answer>")
+        call = env.trajectory.calls[0]
+        scores[call.box_iou] = env.trajectory.reward_components["clue_seek"]
+    assert scores == {1.0: pytest.approx(0.1), 0.0: pytest.approx(0.0)}
