@@ -22,7 +22,7 @@ from videoseek.envs.evidence import EvidenceState
 from videoseek.envs.tools import DEFAULT_TOOLS, Tool, ToolError, ToolResult, check_arguments, format_times, resolve_tools, system_prompt, think_nudge, tool_schemas, usage_hint
 from videoseek.envs.sample import DataError, VideoSample
 from videoseek.envs.trajectory import CallInfo, FrameRef, GroupInfo, Observation, Trajectory, Turn
-from videoseek.envs.video import DEFAULT_BACKEND, _font, fit_pixels, open_video, overlay_timestamp, reconcile_duration
+from videoseek.envs.video import DEFAULT_BACKEND, _font, fit_pixels, fit_region, open_video, overlay_timestamp, reconcile_duration
 from videoseek.rewards import EpisodeSummary, RewardConfig, accuracy_reward, score_episode
 from videoseek.rewards.compose import PRESETS
 
@@ -588,7 +588,9 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
         perturbation (a DM-GRPO mask zeroes a frame whose time is masked, as for any frame).
         `max_pixels` overrides the env's per-frame pixel budget (aspect ratio kept, never
         upscaled); `box` = [x1, y1, x2, y2] (fractions of width and height, inside [0, 1]) cuts
-        that region from the frame decoded at native resolution, then fits it to the budget;
+        that region from the frame decoded at native resolution, then fits it to the budget
+        (`video.fit_region`: a region under 32 px a side is enlarged to it, a thinner one than the
+        budget allows is a `ToolError`);
         `distinct` returns each frame once when several times fall on one frame. Reading does not
         spend the frame budget: the env counts the frames a tool returns.
         """
@@ -611,7 +613,10 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
         # Pixel edges of the region, at least one pixel wide and high.
         left, top = min(int(round(x1 * w)), w - 1), min(int(round(y1 * h)), h - 1)
         right, bottom = max(int(round(x2 * w)), left + 1), max(int(round(y2 * h)), top + 1)
-        size = fit_pixels(right - left, bottom - top, budget)
+        try:
+            size = fit_region(right - left, bottom - top, budget)
+        except ValueError as exc:
+            raise ToolError(f"{exc}; choose a wider box") from None
         out = []
         for frame, t in zip(native, ts):
             crop = frame[top:bottom, left:right]

@@ -495,6 +495,29 @@ def fit_pixels(width: int, height: int, max_pixels: int | None) -> tuple[int, in
     return max(1, int(width * scale)), max(1, int(height * scale))
 
 
+# The shortest side a frame may have: Qwen-VL's processors refuse images under one merged vision
+# token (28 px for Qwen2.5-VL, 32 for Qwen3-VL); a small zoomed region is enlarged to it.
+MIN_FRAME_SIDE = 32
+
+
+def fit_region(width: int, height: int, max_pixels: int, min_side: int = MIN_FRAME_SIDE) -> tuple[int, int]:
+    """Output size of a cut-out region: `fit_pixels`, then enlarged (aspect kept) so that its shorter
+    side is at least `min_side`. ValueError when both cannot hold (a region thinner than
+    min_side^2 / max_pixels).
+
+    >>> fit_region(1280, 720, 50176), fit_region(40, 10, 50176)
+    ((298, 168), (128, 32))
+    """
+    w, h = fit_pixels(width, height, max_pixels)
+    if min(w, h) >= min_side:
+        return w, h
+    scale = min_side / min(width, height)
+    w, h = max(min_side, round(width * scale)), max(min_side, round(height * scale))
+    if w * h > max_pixels:
+        raise ValueError(f"a {width}x{height} px region is too thin to show at least {min_side} px a side within {max_pixels} pixels")
+    return w, h
+
+
 def format_clock(t: float) -> str:
     """HH:MM:SS as VideoMend overlays it.
 

@@ -202,3 +202,12 @@ def test_module_doctests():
     for mod in (videoseek.envs.tools.base, videoseek.envs.tools.prompt, videoseek.envs.protocol, videoseek.rewards.clue_seek,
                 videoseek.rewards.grounding, custom):
         assert doctest.testmod(mod).failed == 0, mod.__name__
+
+
+def test_small_zoom_regions_are_enlarged_and_too_thin_ones_refused(index_sample):
+    env = VideoSeekEnv(index_sample, EnvConfig(tools=["zoom"]))  # the index video is 192x96
+    env.reset(seed=0)
+    obs, *_, info = env.step(ToolCall("zoom", {"time": 3.0, "box": [0.0, 0.0, 0.05, 0.1]}))  # 10x10 px at native size
+    assert info["error"] is None and obs["frames"].shape[1:3] == (32, 32)  # Qwen-VL refuses images under 28-32 px a side
+    obs, *_, info = env.step(ToolCall("zoom", {"time": 3.0, "box": [0.0, 0.0, 1.0, 0.01]}))  # 192x1 px
+    assert "too thin" in info["error"] and len(obs["frames"]) == 0

@@ -2,8 +2,8 @@
 
 Image agents zoom into regions (DeepEyes' `image_zoom_in_tool(bbox_2d)`, Mini-o3); LongVT's MCP
 server sketches `video_zoom_in_tool(timestamp_sec, bbox_2d)`. Here the region is cut from the frame
-shown at `time`, decoded at native resolution, and resized (aspect ratio kept, never upscaled) to
-at most the env's `max_pixels`: a region covering 5 % of a 1280x720 frame comes back with about 20
+shown at `time`, decoded at native resolution, and resized (aspect ratio kept) to at most the env's
+`max_pixels`, and to at least 32 px a side (`video.fit_region`: Qwen-VL refuses smaller images): a region covering 5 % of a 1280x720 frame comes back with about 20
 times the pixels it has in the ordinary 224x224-budget frames, so small text becomes legible.
 
 `box` is [x1, y1, x2, y2] in fractions of the frame's width and height, the convention of
