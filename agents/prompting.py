@@ -496,7 +496,7 @@ class ConversationRenderer:
         probe = [
             Message("system", "probe"),
             Message("user", "question"),
-            Message("assistant", '<think>\nfirst\n</think>\n\n<tool_call>{"name": "crop_video", "arguments": {"start": 1, "end": 2}}</tool_call>'),
+            Message("assistant", '<think>\nfirst\n</think>\n\n<tool_call>{"name": "probe", "arguments": {"start": 1, "end": 2}}</tool_call>'),
             Message("tool", "result"),
             Message("assistant", "<think>second</think> <answer>A</answer>"),
         ]

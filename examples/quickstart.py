@@ -23,9 +23,11 @@ def main(out: Path) -> None:
     sample = samples[0]
 
     # 1. One episode, step by step: look at the clue, then answer.
-    env = VideoSeekEnv(sample, EnvConfig(reward="csgrpo"))  # csgrpo is the default preset; any preset name or a RewardConfig
+    # csgrpo is the default preset (any preset name or a RewardConfig); tools: crop_video (the default) and zoom.
+    env = VideoSeekEnv(sample, EnvConfig(reward="csgrpo", tools=["crop_video", "zoom"]))
     obs, info = env.reset(seed=0)
-    print(info["instructions"].splitlines()[0])  # the system prompt; info["tools"] is the crop_video schema
+    print(info["instructions"].splitlines()[0])  # the system prompt; info["tools"] holds the tools' schemas
+    print("tools:", [t["function"]["name"] for t in info["tools"]])
     print(obs["text"])
     print(f"sparse frames: {obs['frames'].shape} at {obs['timestamps'].round(1).tolist()}")
     start, end = sample.clue_intervals[0]
@@ -34,6 +36,10 @@ def main(out: Path) -> None:
         f'<tool_call>{{"name": "crop_video", "arguments": {{"start": {start}, "end": {end}}}}}</tool_call>'
     )
     print(obs["text"], "| evidence:", {k: round(v, 2) for k, v in info["evidence"].items()})
+    obs, reward, terminated, truncated, info = env.step(  # a closer look at the middle of the frame, at native resolution
+        f'<tool_call>{{"name": "zoom", "arguments": {{"time": {(start + end) / 2}, "box": [0.25, 0.25, 0.75, 0.75]}}}}</tool_call>'
+    )
+    print(obs["text"])
     obs, reward, terminated, truncated, info = env.step(f"<think>I saw it.</think><answer>{sample.answer}</answer>")
     print(f"reward {reward:.3f}", {k: round(v, 3) for k, v in info["reward_components"].items()})
 

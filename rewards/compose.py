@@ -53,7 +53,7 @@ class EpisodeSummary:
 
     prediction: str | None  # text inside the final <answer>…</answer>, None if never answered
     assistant_turns: list[str]  # raw assistant texts, in order
-    calls: list[tuple[float, float]]  # accepted crop_video calls in call order, clipped to [0, duration]
+    calls: list[tuple[float, float]]  # spans of the accepted span-retrieving calls (crop_video), in order, clipped to [0, duration]
     invalid_calls: int  # malformed / rejected tool calls
     duration: float  # seconds
     truncated: bool = False  # ended by a budget rather than an answer
