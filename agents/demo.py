@@ -60,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
         run_dir = out / name
         _fresh(run_dir)
         run_dir.mkdir(parents=True)
-        (run_dir / "run.json").write_text(json.dumps({"data": [str((data_dir / "samples.jsonl").resolve())], "policy": name}))
+        (run_dir / "run.json").write_text(json.dumps({"data": [str((data_dir / "samples.jsonl").resolve())], "policy": name,
+                                                      "env": config.model_dump(mode="json")}))  # eval reads its tools here
         trajs = run_rollouts(samples, load_policy(name), env_config=config, out_dir=run_dir, seed=args.seed, progress=False)
         rows[name] = agent_row(trajs)
 

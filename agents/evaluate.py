@@ -1,14 +1,22 @@
 """`videoseek eval RUN`: metrics of a run's trajectories, printed and written to `RUN/metrics.json`.
 
 Metrics are over origin episodes (perturbed groups are reported separately, by perturbation
-kind): accuracy overall, by problem type and by task kind; clue coverage, evidence score, calls
-per episode, invalid-call rate (invalid calls / all tool calls), valid-format rate, the rate of
-episodes with at least one crop_video call, mean of each reward component, tokens per episode,
-failures. `intervals` holds a 95 % interval of the mean of each per-episode metric.
+kind): accuracy overall, by problem type and by task kind; clue coverage, evidence score, accepted
+calls per episode, invalid-call rate (invalid calls / all tool calls), valid-format rate,
+`crop_rate` (the share of episodes with at least one tool call, whatever the tool: the key keeps
+its name from the one-tool days, and the collapse monitor and `make learn` read it), mean of each
+reward component, tokens per episode, failures. `intervals` holds a 95 % interval of the mean of
+each per-episode metric.
 
-A turn has a valid format when it parses as exactly one protocol action (a think, a crop_video
-call or an answer) without the parser repairing anything; an episode has a valid format when
-every turn does and it ends with an answer. A crop the env refuses (say, start >= end) is a
+Per tool (`calls_per_tool`, `tool_rate`): the accepted calls of each tool per episode, and the
+share of episodes with at least one accepted call of it. The tools are the run's configured ones
+(`RUN/run.json`'s env, so a tool the policy never calls shows as 0) followed by any other tool the
+episodes called; the records say which tool each call was (`Turn.tool_name`, `CallInfo.tool`),
+version-1 files included, so `eval` takes no tool list of its own.
+
+A turn has a valid format when it parses as exactly one protocol action (a think, a tool call or
+an answer) without the parser repairing anything; an episode has a valid format when every turn
+does and it ends with an answer. A call the env refuses (say, a crop with start >= end) is a
 well-formed call with a wrong value: it counts as an invalid call, not as a format error.
 
 `--benchmark NAME` adds that benchmark's official numbers (`videoseek.envs.benchmarks`, one module
@@ -60,9 +68,14 @@ def valid_format(traj: Trajectory) -> bool:
 
 
 def episode_metrics(traj: Trajectory) -> dict[str, float]:
-    calls = [t for t in traj.turns if t.action.get("type") in ("crop_video", "invalid")]
+    """One episode's numbers; `calls/<tool>` counts the accepted calls of each tool it called (a tool
+    it never called successfully has no key)."""
+    calls = [t for t in traj.turns if t.action.get("type") in ("tool_call", "invalid")]
     invalid = sum(1 for t in calls if t.error)
-    cropped = any(t.action.get("type") == "crop_video" for t in traj.turns)
+    called = any(t.tool_name is not None for t in traj.turns)
+    per_tool: dict[str, float] = {}
+    for call in traj.calls:  # accepted calls only: a made-up tool name is an invalid call, not a tool
+        per_tool[f"calls/{call.tool}"] = per_tool.get(f"calls/{call.tool}", 0.0) + 1.0
     final = traj.turns[-1].evidence if traj.turns else {}
     tokens = sum(t.tokens.get("completion", 0) for t in traj.turns if t.tokens)
     return {
@@ -77,12 +90,32 @@ def episode_metrics(traj: Trajectory) -> dict[str, float]:
         "tokens": float(tokens),
         "reward": float(traj.reward),
         "valid_format": float(valid_format(traj)),
-        "crop_rate": float(cropped),
+        "crop_rate": float(called),
+        **per_tool,
     }
 
 
-def summarize(trajs: Sequence[Trajectory]) -> dict[str, Any]:
-    """Aggregate metrics of a list of trajectories (see the module docstring)."""
+def run_tools(run_dir: Path) -> list[str]:
+    """The names of the tools `RUN/run.json` says the run's env had, in order; [] when it does not say.
+
+    A tool given by an import path that no longer imports is left out (its calls still show, by
+    the name the records hold).
+    """
+    from videoseek.agents.run_record import recorded_tools
+    from videoseek.envs.tools import tool_names
+
+    names: list[str] = []
+    for spec in recorded_tools(run_dir) or []:
+        try:
+            names.append(tool_names([spec])[0])
+        except ValueError:
+            continue
+    return names
+
+
+def summarize(trajs: Sequence[Trajectory], tools: Sequence[str] = ()) -> dict[str, Any]:
+    """Aggregate metrics of a list of trajectories (see the module docstring); `tools`: the
+    configured tools' names, reported per tool even when never called."""
     origin = [t for t in trajs if t.group.role == "origin"]
     ok = [t for t in origin if t.failure is None]
     per = [episode_metrics(t) for t in ok]
@@ -93,6 +126,9 @@ def summarize(trajs: Sequence[Trajectory]) -> dict[str, Any]:
     out["intervals"] = {key: list(mean_interval([m[key] for m in per])[1:]) for key in keys} if per else {}
     tool_calls = sum(m["tool_calls"] for m in per)
     out["invalid_call_rate"] = sum(m["invalid_calls"] for m in per) / tool_calls if tool_calls else 0.0
+    names = list(dict.fromkeys([*tools, *sorted({k.partition("/")[2] for m in per for k in m if k.startswith("calls/")})]))
+    out["calls_per_tool"] = {name: _mean([m.get(f"calls/{name}", 0.0) for m in per]) for name in names}
+    out["tool_rate"] = {name: _mean([float(m.get(f"calls/{name}", 0.0) > 0) for m in per]) for name in names}
     comps: dict[str, list[float]] = defaultdict(list)
     for t in ok:
         for k, v in t.reward_components.items():
@@ -207,7 +243,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"{path}: no trajectories.jsonl in the run directory (nor a verl episode dump, {dump})")
     if not trajs:
         raise UserError(f"{path}: no readable episodes" + (f" at step {args.step}" if args.step is not None else ""))
-    metrics = summarize(trajs)
+    metrics = summarize(trajs, run_tools(args.run))
     table_text = None
     out = args.out or args.run / "metrics.json"
     if args.benchmark is not None:
@@ -228,6 +264,9 @@ def run(args: argparse.Namespace) -> int:
     for key in ("accuracy", "coverage", "evidence", "calls", "invalid_call_rate", "valid_format", "crop_rate", "turns", "tokens", "reward", "failures"):
         v = metrics[key]
         table.add_row(key, "-" if v is None else f"{v:.3f}")
+    for k, v in metrics["calls_per_tool"].items():
+        rate = metrics["tool_rate"][k]
+        table.add_row(escape(f"calls[{k}]"), "-" if v is None else f"{v:.3f} (episodes with one: {rate:.3f})")
     for k, v in metrics["reward_components"].items():
         table.add_row(escape(f"reward.{k}"), "-" if v is None else f"{v:.3f}")
     for k, v in metrics["by_problem_type"].items():

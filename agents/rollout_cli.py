@@ -6,9 +6,14 @@ unless `--skip-bad` drops those rows (the same lines, as warnings). An episode t
 mid-run is reported on stderr with its reason after the others finish, and the exit code is 1.
 
 RUN/run.json records what decides the result (`videoseek.agents.run_record`): the arguments, the
-data files with their SHA-256, the model's weights hash, the policy's decoding, the package version
-and the git commit. `--from-run RUN --out NEW` plays the recorded run again with those arguments;
+env's config (its `tools` included), the data files with their SHA-256, the model's weights hash,
+the policy's decoding, the package version and the git commit. `--from-run RUN --out NEW` plays the
+recorded run again with those arguments (a record from before `--tools` with the default tools);
 it refuses when a data file or the model's weights no longer match their recorded hash.
+
+`--tools crop_video,zoom` sets the env's tools (`EnvConfig.tools`: registered names or import paths
+such as `examples/custom_tool.py:FrameAtTool`); the prompt, `info["tools"]` and the model
+policies' tool schemas follow them. `--no-tools` is the no-tool baseline (`tools=[]`, one turn).
 """
 
 from __future__ import annotations
@@ -35,8 +40,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-pixels", type=int, default=None, help="per-frame pixel budget (default: EnvConfig's, 224x224)")
     parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                         help="any other EnvConfig field, e.g. --env initial_frames=4 (repeatable)")
+    parser.add_argument("--tools", default=None, metavar="TOOL,TOOL,...",
+                        help="the tools the agent may call (EnvConfig.tools), comma-separated: registered names (crop_video, zoom) "
+                        "or import paths 'package.module:Class' / 'path/to/file.py:Class' (default: EnvConfig's, crop_video)")  # fmt: skip
     parser.add_argument("--no-tools", action="store_true",
-                        help="the no-tool baseline: one turn, --frames uniformly sampled frames, no crop_video in the prompt "
+                        help="the no-tool baseline: one turn, --frames uniformly sampled frames, no tool in the prompt "
                         "(hf:, vllm: and the scripted no-tool policy; docs/benchmarks.md)")  # fmt: skip
     parser.add_argument("--frames", type=int, default=None, help="frames shown at reset (EnvConfig.initial_frames, default 8)")
     parser.add_argument("--device", default="cpu", help="model policies: cpu or cuda")
@@ -56,11 +64,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 # The arguments that decide a run's result: recorded in run.json, restored by --from-run.
-REPLAYED = ("data", "policy", "group_size", "perturb", "reward", "limit", "seed", "max_turns", "max_pixels", "env", "no_tools",
+REPLAYED = ("data", "policy", "group_size", "perturb", "reward", "limit", "seed", "max_turns", "max_pixels", "env", "tools", "no_tools",
             "frames", "device", "threads", "reuse_kv", "max_new_tokens", "temperature", "top_p", "top_k")  # fmt: skip
-# Recorded since these were added; older records replay with torch's default thread count and
-# without the turn cache (a split batch samples its continued rows with a seed of their own).
-OPTIONAL = {"threads": None, "reuse_kv": False}
+# Recorded since these were added; older records replay with torch's default thread count,
+# without the turn cache (a split batch samples its continued rows with a seed of their own) and
+# with the default tools (the only ones there were; --no-tools and --env are replayed as recorded).
+OPTIONAL = {"threads": None, "reuse_kv": False, "tools": None}
 
 
 def restore_args(args: argparse.Namespace) -> None:
@@ -135,8 +144,7 @@ def run(args: argparse.Namespace) -> int:
     if ":" in args.policy:
         decoding |= {"temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k, "max_new_tokens": args.max_new_tokens}
         kwargs = {"device": args.device, **decoding}
-        if args.no_tools:
-            kwargs["tools"] = False
+        kwargs["tools"] = list(config.tools)  # the env's tools (its info["tools"] says the same every turn)
         if args.policy.startswith("hf:"):
             kwargs["reuse_kv"] = args.reuse_kv
 
@@ -198,14 +206,15 @@ def run(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-# Scripted policies that answer without cropping, so that --no-tools measures them as they are.
+# Scripted policies that answer without calling a tool, so that --no-tools measures them as they are.
 NO_TOOL_SCRIPTED = ("no-tool",)
 
 
 def no_tool_overrides(args: argparse.Namespace) -> dict:
-    """EnvConfig fields of --frames and --no-tools: ``initial_frames`` (and a ``max_total_frames``
-    that holds them), and for --no-tools ``tools=False`` with one turn. UserError for a scripted
-    policy that crops (its no-tool run would only show refused calls) or a --max-turns above 1."""
+    """EnvConfig fields of --frames, --tools and --no-tools: ``initial_frames`` (and a
+    ``max_total_frames`` that holds them), ``tools`` as listed, and for --no-tools ``tools=False``
+    with one turn. UserError for a scripted policy that calls tools (its no-tool run would only
+    show refused calls), a --max-turns above 1 with --no-tools, or --tools with --no-tools."""
     from videoseek.cli import UserError
 
     out: dict = {}
@@ -214,6 +223,16 @@ def no_tool_overrides(args: argparse.Namespace) -> dict:
             raise UserError(f"--frames must be at least 1, got {args.frames}")
         out["initial_frames"] = args.frames
         out["max_total_frames"] = max(args.frames, 64)
+    if args.tools is not None:
+        if args.no_tools:
+            raise UserError("--tools and --no-tools contradict each other; --no-tools is the run without tools")
+        from videoseek.envs.tools import resolve_tools
+
+        out["tools"] = [t.strip() for t in args.tools.split(",") if t.strip()]
+        try:
+            resolve_tools(out["tools"])
+        except ValueError as exc:  # "unknown tool 'x'; registered tools: ..."
+            raise UserError(f"--tools: {exc}") from None
     if args.no_tools:
         if ":" not in args.policy and args.policy not in NO_TOOL_SCRIPTED:
             raise UserError(f"--no-tools: policy {args.policy!r} crops by design; use hf:PATH, vllm:PATH or {', '.join(NO_TOOL_SCRIPTED)}")

@@ -3,7 +3,9 @@
 One function builds the record for every command that writes one (`videoseek rollout`, the local
 GRPO backend of training/run_csgrpo.py, training/run_sft.py): the command's own fields, then the
 data files with their SHA-256, the model folder with a hash of its weights, the policy's decoding,
-the package version and the git commit of the source.
+the package version and the git commit of the source. The env's config is among the command's
+fields (`env`, with its `tools`); `recorded_tools` reads the tools back for `videoseek eval` and
+`export-sft`.
 """
 
 from __future__ import annotations
@@ -72,6 +74,32 @@ def model_record(spec: str | Path | None) -> dict[str, Any] | None:
     if not path.is_dir():
         return None
     return {"path": str(path.resolve()), "weights_sha256": weights_sha256(path)}
+
+
+def recorded_tools(run_dir: str | Path) -> list[str] | None:
+    """The tools (`EnvConfig.tools` specs, in order) of the env `RUN/run.json` records; None when
+    there is no run.json or it records no env (a verl episode dump, bare `run_rollouts` output).
+
+    A record of the one-tool days holds `tools: true`/`false` or no `tools`: the default tools / none.
+    """
+    import json
+
+    from videoseek.envs.tools import DEFAULT_TOOLS
+
+    try:
+        env = json.loads((Path(run_dir) / "run.json").read_text(encoding="utf-8")).get("env")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(env, dict):
+        return None
+    tools = env.get("tools", True)
+    if tools is True or tools is None:
+        return list(DEFAULT_TOOLS)
+    if tools is False:
+        return []
+    if isinstance(tools, str):
+        return [t.strip() for t in tools.split(",") if t.strip()]
+    return [str(t) for t in tools] if isinstance(tools, list) else None
 
 
 def run_record(command: str, fields: dict[str, Any], *, data: list[str | Path], model: str | Path | None = None,

@@ -4,8 +4,9 @@
     python examples/trl_grpo.py --data samples.jsonl --model Qwen/Qwen2.5-VL-3B-Instruct --steps 200 --bf16
 
 TRL renders each prompt with the model's processor, generates, parses `<tool_call>`s with its
-response parser, runs `VideoSeekTRLEnv.crop_video` (frames come back as images), and scores the
-answer with the env's reward preset (`--reward`; per-episode presets only: csgrpo, default, prr).
+response parser, runs the `VideoSeekTRLEnv` method of the called tool (one per `--tools` entry;
+frames come back as images), and scores the answer with the env's reward preset (`--reward`;
+per-episode presets only: csgrpo, default, prr).
 The processor gets the project's chat template (`VIDEOSEEK_CHAT_TEMPLATE`), which renders
 assistant `tool_calls` and tool turns with images (Qwen2.5-VL's own renders no `tool_calls`).
 docs/training.md, "Three ways to train", says what this path gives and what it loses against
@@ -28,6 +29,9 @@ def main() -> None:
     parser.add_argument("--reward", default="csgrpo", help="per-episode reward preset")
     parser.add_argument("--num-generations", type=int, default=2)
     parser.add_argument("--max-completion-length", type=int, default=512, help="tokens per rollout, tool turns and their images included")
+    parser.add_argument("--tools", default=None,
+                        help="the env's tools, comma-separated: crop_video, zoom, or an import path such as "
+                        "examples/custom_tool.py:FrameAtTool (default: EnvConfig's)")
     parser.add_argument("--bf16", action="store_true")
     args = parser.parse_args()
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
@@ -50,6 +54,7 @@ def main() -> None:
     processor = AutoProcessor.from_pretrained(model_path)
     processor.chat_template = VIDEOSEEK_CHAT_TEMPLATE
     model = AutoModelForImageTextToText.from_pretrained(model_path)
+    config = EnvConfig(reward=args.reward, tools=args.tools, initial_frames=4, frames_per_call=4, max_pixels=112 * 112)
     trainer = GRPOTrainer(
         model=model,
         processing_class=add_response_schema(processor),
@@ -59,8 +64,8 @@ def main() -> None:
             learning_rate=1e-6, beta=0.0, logging_steps=1, save_strategy="no", report_to=[], bf16=args.bf16,
             use_cpu=not args.bf16,
         ),  # fmt: skip
-        train_dataset=samples_dataset(data),
-        environment_factory=environment_factory(EnvConfig(reward=args.reward, initial_frames=4, frames_per_call=4, max_pixels=112 * 112)),
+        train_dataset=samples_dataset(data, config),  # the system prompt of the config's tools
+        environment_factory=environment_factory(config),
         reward_funcs=reward_funcs,
     )
     trainer.train()

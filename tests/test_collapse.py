@@ -135,3 +135,33 @@ def test_local_dynamic_sampling_refills_groups_without_spread(tmp_path, index_sa
         assert r["reward"] == 0.0 and r["groups/zero_std_share"] == 1.0
         assert r["groups/gen_batches"] == 3 and r["groups/generated"] == 3 == len({t.sample_id for t in played})
         assert len(played) == 6 and r["episodes"] == 0 and r.get("skipped") == 1.0
+
+
+def test_per_tool_rates_and_a_warning_that_names_the_envs_tools(index_sample, tmp_path):
+    from videoseek.agents.policy import PolicyOutput
+    from videoseek.agents.scripted import ScriptedPolicy
+    from videoseek.envs.env import EnvConfig
+    from videoseek.training.local_backend.rollout import rollout_metrics
+
+    turns = ['<tool_call>{"name": "zoom", "arguments": {"time": 12.5, "box": [0.1, 0.1, 0.5, 0.5]}}</tool_call>',
+             '<tool_call>{"name": "zoom", "arguments": {"time": 3.0, "box": [0.2, 0.2, 0.4, 0.4]}}</tool_call>',
+             "<think>Green.</think><answer>B</answer>"]  # fmt: skip
+
+    class Zoomer(ScriptedPolicy):
+        name = "zoomer"
+
+        def turn(self, inp):
+            return PolicyOutput(text=turns[sum(m.role == "tool" for m in inp.messages)])
+
+    config = EnvConfig(tools=["crop_video", "zoom"])
+    zooms = run_rollouts([index_sample], Zoomer(), group_size=2, env_config=config, out_dir=tmp_path / "z", progress=False)
+    crops = run_rollouts([index_sample], SCRIPTED["oracle"](), group_size=2, env_config=config, out_dir=tmp_path / "c", progress=False)
+    seen = tool_use_metrics(zooms + crops)  # accepted calls of any tool count, and each tool has its rate
+    assert seen["crop_rate"] == 1.0 and seen["tool_rate/zoom"] == 0.5 == seen["tool_rate/crop_video"]
+    assert seen["calls_per_episode"] == (2 * 2 + 2 * len(crops[0].calls)) / 4
+    metrics = rollout_metrics(zooms + crops)
+    assert metrics["calls/zoom"] == 1.0 and metrics["calls/crop_video"] == len(crops[0].calls) / 2
+    assert metrics["calls"] == metrics["calls/zoom"] + metrics["calls/crop_video"]
+    named, plain = CollapseWatch(threshold=0.5, steps=1, tools=["crop_video", "zoom"]), CollapseWatch(threshold=0.5, steps=1)
+    assert named.update(1, 0.0).endswith("the policy answers without calling crop_video or zoom")
+    assert plain.update(1, 0.0).endswith("the policy answers without calling a tool")

@@ -9,11 +9,16 @@ other piece is TRL's. The checks: the frames the env returned are the images in 
 scores (pixel values equal to the image processor's output for the env's frames, and as many
 image tokens as their features, so TRL's silent drop of every image on a mismatch did not
 happen), and each rollout's reward is the env's.
+
+The env offers TRL one method per configured tool (crop_video, zoom, the one-file custom tool
+`frame_at`), with the tool's schema, and none for a tool it does not have; a GRPO step with zoom
+and `frame_at` runs both through TRL's own tool loop.
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,11 +29,11 @@ torch = pytest.importorskip("torch")
 from PIL import Image  # noqa: E402
 
 from videoseek.envs.env import EnvConfig  # noqa: E402
-from videoseek.envs.protocol import CROP_VIDEO_TOOL  # noqa: E402
 from videoseek.envs.sample import DataError, VideoSample, write_jsonl  # noqa: E402
 from videoseek.integrations.trl import (  # noqa: E402
     VideoSeekTRLEnv,
     add_response_schema,
+    advertised_schema,
     environment_factory,
     sample_from_row,
     sample_row,
@@ -37,6 +42,7 @@ from videoseek.integrations.trl import (  # noqa: E402
 )
 from videoseek.rewards import score_episode  # noqa: E402
 
+REPO = Path(__file__).resolve().parents[1]
 ENV_CONFIG = EnvConfig(initial_frames=2, frames_per_call=2, max_pixels=56 * 56, max_turns=4)
 # The scripted policy: each sample's turns, chosen by the question in the prompt and the number of
 # tool responses so far; the second generation of a prompt opens with its `FIRST_TURNS` variant, so
@@ -77,15 +83,94 @@ def samples_file(tmp_path, index_video):
 
 
 # ---- the adapter's pieces ---------------------------------------------------------------------
-def test_tool_schema_is_the_envs_and_only_crop_video_is_public():
+CUSTOM = "examples/custom_tool.py:FrameAtTool"  # the one-file tool, by its path from the repository root
+
+
+def public_methods(env) -> list[str]:
+    """The methods TRL offers as tools: it lists the public functions of the instance's class, less `reset`."""
     import inspect
 
-    from transformers.utils import get_json_schema
+    return [n for n, _ in inspect.getmembers(type(env), inspect.isfunction) if not n.startswith("_") and n not in ("reset", "get_reward")]
 
-    env = VideoSeekTRLEnv(ENV_CONFIG)
-    assert get_json_schema(env.crop_video) == CROP_VIDEO_TOOL
-    public = [n for n, _ in inspect.getmembers(VideoSeekTRLEnv, inspect.isfunction) if not n.startswith("_")]
-    assert public == ["crop_video", "reset"]  # TRL turns every other public method into a tool
+
+@pytest.mark.parametrize("tools", [["crop_video"], ["crop_video", "zoom"], ["zoom"], [CUSTOM], ["crop_video", "zoom", CUSTOM], []])
+def test_one_public_method_per_configured_tool_whose_schema_is_the_tools(tools, monkeypatch):
+    from transformers.utils import get_json_schema
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    from videoseek.agents.prompting import VIDEOSEEK_CHAT_TEMPLATE
+    from videoseek.envs.tools import get_tool, tool_names
+
+    monkeypatch.chdir(REPO)  # the custom tool's path is relative to the repository root
+    env = VideoSeekTRLEnv(ENV_CONFIG.model_copy(update={"tools": tools}))
+    names = tool_names(tools)
+    assert isinstance(env, VideoSeekTRLEnv) and public_methods(env) == sorted(names)
+    for name in {"crop_video", "zoom", "frame_at"} - set(names):
+        assert not hasattr(env, name)  # a tool that is not configured is not offered
+    for name in names:
+        tool = get_tool(name)
+        made = get_json_schema(getattr(env, name))  # what TRL's chat template renders for the method
+        if name == "zoom":  # a type hint cannot say "4 numbers": the rest of the schema is the tool's
+            expected = tool.schema()
+            for key in ("minItems", "maxItems"):
+                del expected["function"]["parameters"]["properties"]["box"][key]
+            assert made == expected == advertised_schema(tool)
+        else:
+            assert made == tool.schema() == advertised_schema(tool)
+    # The system message TRL renders from the bound methods (in name order: TRL lists them sorted) is
+    # the one the tools' advertised schemas give.
+    system = [[{"role": "system", "content": "s"}]]
+    methods = [getattr(env, n) for n in public_methods(env)]
+    schemas = [advertised_schema(get_tool(n)) for n in sorted(names)]
+    assert render_jinja_template(conversations=system, tools=methods or None, chat_template=VIDEOSEEK_CHAT_TEMPLATE)[0] == \
+        render_jinja_template(conversations=system, tools=schemas or None, chat_template=VIDEOSEEK_CHAT_TEMPLATE)[0]  # fmt: skip
+
+
+def test_zoom_and_the_custom_tool_step_the_env_and_bad_calls_cost_a_turn(samples_file, monkeypatch):
+    monkeypatch.chdir(REPO)
+    config = ENV_CONFIG.model_copy(update={"tools": ["crop_video", "zoom", CUSTOM], "max_turns": 6})
+    ds = samples_dataset(samples_file, config)
+    env = VideoSeekTRLEnv(config)
+    env.reset(**ds[0])
+    assert ds[0]["prompt"][0] == {"role": "system", "content": env.env.instructions}  # the prompt teaches the offered tools
+    assert "frame_at" in env.env.instructions and "zoom" in env.env.instructions
+    zoomed = env.zoom(12.5, [0.1, 0.1, 0.5, 0.5])
+    assert [b["type"] for b in zoomed].count("image") == 1 and zoomed[0]["text"].startswith("zoom returned the frame at")
+    framed = env.frame_at(time=3.0)
+    assert [b["type"] for b in framed].count("image") == 1 and framed[0]["text"].startswith("frame_at returned the frame at 3.0s")
+    # What the schema TRL advertises cannot say, and what TRL would pass as it came, the env refuses: a turn, no exception.
+    for blocks in (env.zoom(12.5, [0.1, 0.1, 0.5]), env.frame_at(), env.frame_at(time=3.0, extra=1)):
+        assert [b["type"] for b in blocks] == ["text"] and blocks[0]["text"].startswith("Error"), blocks
+    traj = env.env.trajectory
+    assert [c.tool for c in traj.calls] == ["zoom", "frame_at"] and traj.invalid_calls == 3 and env.frames_returned == 2 + 2
+    assert traj.calls[0].box == [0.1, 0.1, 0.5, 0.5] and traj.calls[1].arguments == {"time": 3.0}
+    logged: dict[str, float] = {}
+    videoseek_reward([[{"role": "assistant", "content": "<answer>B</answer>"}]], [env], log_metric=logged.__setitem__)
+    assert logged["videoseek/calls"] == 2 and logged["videoseek/calls/zoom"] == 1 == logged["videoseek/calls/frame_at"]
+    assert logged["videoseek/calls/crop_video"] == 0  # configured and never called: the collapse signal is logged too
+
+
+def test_a_tool_trl_cannot_offer_is_refused_when_the_class_is_made(monkeypatch):
+    from videoseek.envs.tools import base
+
+    monkeypatch.setattr(base, "TOOLS", dict(base.TOOLS))  # the probes leave the registry as it was
+    Tool, register_tool = base.Tool, base.register_tool
+
+    @register_tool
+    class Undescribed(Tool):
+        name = "undescribed_trl_probe"
+        description = "A tool whose argument has no description."
+        parameters = {"type": "object", "properties": {"t": {"type": "number"}}, "required": ["t"]}
+
+    @register_tool
+    class Reset(Tool):
+        name = "reset"
+        description = "Shadows the env's reset."
+
+    for name, match in (("undescribed_trl_probe", "TRL would advertise a schema other than the tool's.*description"),
+                        ("reset", "cannot be a method of VideoSeekTRLEnv")):  # fmt: skip
+        with pytest.raises(ValueError, match=match):
+            environment_factory(EnvConfig(tools=[name]))
 
 
 def test_rows_round_trip_through_arrow_and_reset_clears_the_pooled_instance(samples_file):
@@ -149,16 +234,17 @@ def test_group_presets_are_refused():
 class ScriptedTurns:
     """A logits processor that forces each row's scripted turn (then `<|im_end|>`)."""
 
-    def __init__(self, tokenizer):
+    def __init__(self, tokenizer, scripts=SCRIPTS, first_turns=FIRST_TURNS):
         self.tokenizer, self.start, self.targets = tokenizer, None, None
+        self.scripts, self.first_turns = scripts, first_turns
         self.end = tokenizer.convert_tokens_to_ids("<|im_end|>")
 
     def target(self, row, b: int) -> list[int]:
         text = self.tokenizer.decode(row, skip_special_tokens=False)
-        question = next(q for q in SCRIPTS if q in text)
+        question = next(q for q in self.scripts if q in text)
         k = text.count("<tool_response>")
         # The first turn sees the whole batch, each prompt's generations side by side.
-        turn = FIRST_TURNS[question] if k == 0 and b % 2 else SCRIPTS[question][k]
+        turn = self.first_turns[question] if k == 0 and b % 2 else self.scripts[question][k]
         return self.tokenizer(turn, add_special_tokens=False)["input_ids"] + [self.end]
 
     def __call__(self, input_ids, scores):
@@ -261,3 +347,46 @@ def env_summary(traj):
         duration=traj.duration,
         truncated=traj.truncated,
     )
+
+
+# ---- zoom and the one-file tool through TRL's own tool loop -------------------------------------
+TOOL_SCRIPT = [
+    '<think>Zoom on the flash.</think><tool_call>{"name": "zoom", "arguments": {"time": 12.5, "box": [0.1, 0.1, 0.5, 0.5]}}</tool_call>',
+    '<think>And one frame.</think><tool_call>{"name": "frame_at", "arguments": {"time": 3.0}}</tool_call>',
+    "<think>Seen.</think><answer>B</answer>",
+]
+
+
+@pytest.mark.slow
+def test_a_grpo_step_runs_zoom_and_the_custom_tool_through_trl(samples_file, tiny_model_dir, tmp_path, single_thread_torch, monkeypatch):
+    from transformers import AutoModelForImageTextToText, AutoProcessor, LogitsProcessorList
+    from trl import GRPOConfig, GRPOTrainer
+
+    monkeypatch.chdir(REPO)
+    config = ENV_CONFIG.model_copy(update={"tools": ["crop_video", "zoom", CUSTOM]})
+    processor = add_response_schema(AutoProcessor.from_pretrained(tiny_model_dir))
+    model = AutoModelForImageTextToText.from_pretrained(tiny_model_dir)
+    generate = model.generate
+    scripts = {q: TOOL_SCRIPT for q in SCRIPTS}
+    model.generate = lambda *a, **kw: generate(*a, logits_processor=LogitsProcessorList([ScriptedTurns(processor.tokenizer, scripts, {q: TOOL_SCRIPT[0] for q in SCRIPTS})]), **kw)
+    episodes: list = []
+
+    def reward(completions, environments, **kwargs):
+        values = videoseek_reward(completions, environments, **kwargs)
+        episodes.extend(e.env.trajectory.model_copy(deep=True) for e in environments)
+        return values
+
+    args = GRPOConfig(
+        output_dir=str(tmp_path / "out"), use_cpu=True, max_steps=1, per_device_train_batch_size=4, num_generations=2,
+        max_completion_length=1024, learning_rate=1e-4, beta=0.0, logging_steps=1, save_strategy="no", report_to=[], seed=0, dataloader_num_workers=0,
+    )  # fmt: skip
+    trainer = GRPOTrainer(model=model, processing_class=processor, args=args, train_dataset=samples_dataset(samples_file, config),
+                          environment_factory=environment_factory(config), reward_funcs=[reward])  # fmt: skip
+    trainer.train()
+    assert len(episodes) == 4
+    for traj in episodes:  # TRL parsed each call, ran the method of its tool, and the env recorded it
+        assert [c.tool for c in traj.calls] == ["zoom", "frame_at"] and traj.invalid_calls == 0 and traj.terminated
+        assert [len(t.observation.frames) for t in traj.turns] == [1, 1, 0]
+    logged = trainer.state.log_history[0]
+    assert logged["tools/failure_frequency"] == 0.0 and logged["videoseek/calls/zoom"] == 1.0 == logged["videoseek/calls/frame_at"]
+    assert logged["videoseek/calls/crop_video"] == 0.0

@@ -120,3 +120,33 @@ def test_summary_pairs_stages_by_sample_and_checks_the_claims(curriculum, tmp_pa
     assert f"| {room['interval'][0]:+.3f} |" in rows[2]
     assert report["seeds"][0]["sampled_reward_gain"] == summary["sampled"]["grpo_minus_sft"]["reward"]
     assert rows[2].count(" | ") == rows[0].count(" | ")  # every column filled
+
+
+def test_tools_reach_every_stage_that_makes_an_env(tmp_path, monkeypatch):
+    """`learn.py --tools` is passed to each `videoseek rollout` and to `run_csgrpo.py`; export-sft reads
+    each trace run's tools from its run.json. The stages are recorded, not run (the first GRPO one ends it)."""
+    from videoseek.training import learn
+
+    commands: list[list[str]] = []
+
+    class Stop(Exception):
+        pass
+
+    def record(cmd, log=None):
+        commands.append(cmd)
+        if any(c.endswith("run_csgrpo.py") for c in cmd):
+            raise Stop
+
+    monkeypatch.setattr(learn, "run", record)
+    with pytest.raises(Stop):
+        learn.learn(learn.parse_args(["--out", str(tmp_path / "run"), "--tools", "crop_video,zoom"]))
+    stages = {" ".join(c[2:4]) if c[1] == "-m" else c[1].rsplit("/", 1)[-1] for c in commands}
+    assert {"videoseek rollout", "videoseek export-sft", "run_csgrpo.py"} <= stages
+    for cmd in commands:
+        makes_env = cmd[1:4] == ["-m", "videoseek", "rollout"] or cmd[1].endswith("run_csgrpo.py")
+        given = cmd[cmd.index("--tools") + 1] if "--tools" in cmd else None
+        assert given == ("crop_video,zoom" if makes_env else None), cmd
+    commands.clear()
+    with pytest.raises(Stop):  # without --tools no stage gets one: each takes EnvConfig's default
+        learn.learn(learn.parse_args(["--out", str(tmp_path / "default")]))
+    assert not any("--tools" in c for c in commands)

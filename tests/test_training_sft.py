@@ -70,6 +70,46 @@ def test_the_loss_mask_covers_exactly_the_assistant_tokens_of_the_live_rollout(f
         assert int(episode.loss_mask.sum()) == int(live.loss_mask.sum()) + len(trajectory.turns)
 
 
+ZOOM_TURNS = [
+    '<think>Look.</think>\n<tool_call>{"name": "crop_video", "arguments": {"start": 12.0, "end": 13.5}}</tool_call>',
+    '<think>Closer.</think>\n<tool_call>{"name": "zoom", "arguments": {"time": 12.5, "box": [0.1, 0.1, 0.6, 0.6]}}</tool_call>',
+    '<think>Once more.</think>\n<tool_call>{"name": "frame_at", "arguments": {"time": 3.0}}</tool_call>',
+    "<think>Green.</think>\n<answer>B</answer>",
+]
+
+
+def test_an_exported_zoom_and_custom_tool_episode_tokenises_as_its_live_rollout(family_model_dir, traces, tmp_path):
+    """export-sft writes any tool's calls and results as the episode had them, and the system message
+    of the env's tools: the ids equal those of the live conversation rendered with those tools."""
+    from pathlib import Path
+
+    from videoseek.agents.policy import PolicyOutput
+    from videoseek.agents.scripted import ScriptedPolicy
+
+    class Prober(ScriptedPolicy):
+        name = "prober"
+
+        def turn(self, inp):
+            return PolicyOutput(text=ZOOM_TURNS[sum(m.role == "tool" for m in inp.messages)])
+
+    _, path = family_model_dir
+    samples, *_ = traces
+    tools = ["crop_video", "zoom", f"{Path(__file__).resolve().parents[1] / 'examples' / 'custom_tool.py'}:FrameAtTool"]
+    recorder = RecordingPolicy(Prober())
+    config = ENV.model_copy(update={"tools": tools, "max_turns": 4})
+    [trajectory] = run_rollouts(samples[:1], recorder, env_config=config, out_dir=tmp_path / "run", progress=False)
+    assert [c.tool for c in trajectory.calls] == ["crop_video", "zoom", "frame_at"]
+    [parquet] = export_sft([tmp_path / "run"], tmp_path / "sft", only_correct=False, tools=tools)  # bare run_rollouts output: no run.json
+    processor = TransformersPolicy(path, max_new_tokens=4).processor
+    [episode] = load_sft_episodes([parquet], processor)
+    live = tokenize_episode(ConversationRenderer(processor, tools=tools), recorder.conversations[trajectory.episode_id])
+    assert torch.equal(episode.input_ids, live.input_ids)
+    for key in (k for k in episode.model_inputs if "grid" in k or "second" in k):
+        torch.testing.assert_close(episode.model_inputs[key], live.model_inputs[key])
+    masked = episode.input_ids[episode.loss_mask.bool()].tolist()
+    assert processor.tokenizer.decode(masked) == "".join(turn + "<|im_end|>" for turn in ZOOM_TURNS)
+
+
 def test_sft_drops_the_loss_and_greedy_decoding_writes_the_trained_call(family_model_dir, traces, tmp_path, single_thread_torch):
     family, path = family_model_dir
     samples, trajectories, _, parquet = traces

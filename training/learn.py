@@ -29,7 +29,7 @@ From nothing, each stage an ordinary command printed before it runs (repeat any 
    policy GRPO optimises, where the greedy one may already sit at its mode.
 
 It writes RUN/summary.json (per stage: held-out accuracy, mean reward, coverage, valid-format
-rate, rate of episodes with a crop_video call, episode count, 95 % intervals, checkpoint; the
+rate, rate of episodes with a tool call, episode count, 95 % intervals, checkpoint; the
 held-out samples path; the scripted baselines; the GRPO - SFT reward difference paired by
 sample with its interval; the same for the sampled evaluations; the checks of issue 12),
 RUN/curves.png (GRPO reward, accuracy, KL and entropy per step, and the SFT loss with its
@@ -40,6 +40,11 @@ validation loss on sweeps of a third set), and every evaluation's trajectories u
     python training/learn.py --out runs/learn --resume   # skip the stages whose outputs exist
     python training/learn.py --out runs/learn-seeds --seeds 0,1,2   # `make learn-seeds`: one run per seed
                                                                     # in RUN/seed_N, then RUN/seeds.json and a table
+    python training/learn.py --out runs/learn-zoom --tools crop_video,zoom   # the env's tools, in every stage
+
+`--tools` goes to every stage that makes an env: the traces' and evaluations' `videoseek rollout`
+and GRPO's `run_csgrpo.py`; `export-sft` reads each trace run's tools from its run.json. The
+scripted searchers only crop, so a list without crop_video leaves SFT nothing to learn from.
 
 The GRPO checks compare GRPO with its own SFT checkpoint on the held-out questions, paired by
 question: the mean difference of reward and of accuracy, each with its normal-approximation 95 %
@@ -87,6 +92,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0, help="seed of the tiny model, SFT, GRPO and evaluation (default 0; the data sets have their own fixed seeds)")
     p.add_argument("--seeds", default=None, metavar="S,S,...",
                    help="run once per seed (RUN/seed_S each), then print per-seed and mean results and write RUN/seeds.json")
+    p.add_argument("--tools", default=None, metavar="TOOL,TOOL,...",
+                   help="the env's tools in every stage (videoseek rollout --tools, run_csgrpo.py --tools): names or import paths, "
+                        "comma-separated (default: EnvConfig's)")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--resume", action="store_true", help="keep RUN and skip the stages whose outputs exist")
     group.add_argument("--overwrite", action="store_true", help="delete RUN first")
@@ -145,7 +153,8 @@ def learn(args: argparse.Namespace) -> int:
     python, videoseek = sys.executable, [sys.executable, "-m", "videoseek"]
     config = load_ready_config("learn_cpu")
     env = env_flags(config["env"])
-    common = ["--reward", config["reward"], *env, "--no-progress"]
+    tools = ["--tools", args.tools] if args.tools is not None else []  # the env's tools, as every stage takes them
+    common = ["--reward", config["reward"], *env, *tools, "--no-progress"]
     data = {name: out / "data" / name / "samples.jsonl" for name in ("train", "val", "heldout", "pool")}
     steps = args.grpo_steps or int(config["steps"])
     sampling_temperature = float(config["temperature"])  # GRPO's rollouts: the sampled evaluations use it too
@@ -202,7 +211,8 @@ def learn(args: argparse.Namespace) -> int:
     again = ["--resume"] if grpo_state.is_file() else ["--overwrite"]  # continue a stopped GRPO run, else start clean
     stage(grpo_state if done else out / "grpo" / "not-finished",
           [python, str(HERE / "run_csgrpo.py"), "--backend", "local", "--config", "learn_cpu", "--model", str(checkpoints["sft"]),
-           "--data", str(data["pool"]), "--out", str(out / "grpo"), "--threads", str(args.threads), "--seed", str(args.seed), "--steps", str(steps), *again])  # fmt: skip
+           "--data", str(data["pool"]), "--out", str(out / "grpo"), "--threads", str(args.threads), "--seed", str(args.seed), "--steps", str(steps),
+           *tools, *again])  # fmt: skip
     evaluate("grpo", f"hf:{checkpoints['grpo']}")
     for name in BASELINES:
         evaluate(name, name)
@@ -286,7 +296,7 @@ def write_summary(out: Path, heldout: Path, checkpoints: dict[str, Path], second
 def markdown_table(summary: dict) -> str:
     """The README's table: one row per stage and baseline, held-out metrics with 95 % intervals."""
     rows = [("base", summary["base"]), ("sft", summary["sft"]), ("grpo", summary["grpo"])] + list(summary["baselines"].items())
-    lines = ["| agent | episodes | accuracy | mean reward | coverage | valid format | calls crop_video |", "|---|---|---|---|---|---|---|"]
+    lines = ["| agent | episodes | accuracy | mean reward | coverage | valid format | calls a tool |", "|---|---|---|---|---|---|---|"]
     for name, m in rows:
         cells = [f"{m[k]:.3f} [{m['intervals'][k][0]:.2f}, {m['intervals'][k][1]:.2f}]" for k in REPORTED]
         lines.append(f"| {name} | {m['episodes']} | " + " | ".join(cells) + " |")

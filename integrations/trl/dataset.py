@@ -2,7 +2,8 @@
 
 TRL passes every column of a row to the environment's `reset(**row)`. A row is a `VideoSample`'s
 fields (the video path made absolute) plus `prompt`, the conversation the env's observation is
-appended to (the system prompt and an empty user turn). Nested fields (`options`,
+appended to (the system prompt of the env's tools and an empty user turn; TRL adds the tools'
+schemas itself, from `VideoSeekTRLEnv`'s methods). Nested fields (`options`,
 `clue_intervals`, `key_frames`, `mask_patterns`, `metadata`) are JSON strings: Arrow would store
 them as structs whose keys are unified across rows (`key_frames[*].boxes` names differ per
 sample), as `training/verl_plugin/records.py` explains for verl's parquet.
@@ -20,8 +21,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from videoseek.envs.protocol import SYSTEM_PROMPT
 from videoseek.envs.sample import DataError, VideoSample, iter_jsonl
+from videoseek.envs.tools import system_prompt as tools_system_prompt
 
 NESTED_FIELDS = ("options", "clue_intervals", "key_frames", "mask_patterns", "metadata")
 
@@ -54,16 +55,24 @@ def sample_from_row(row: Mapping[str, Any]) -> VideoSample:
         raise DataError(f"sample {fields.get('id', '?')}: field {field!r}: {first['msg']}") from None
 
 
-def samples_dataset(path: str | os.PathLike[str], system_prompt: str | None = SYSTEM_PROMPT):
+def samples_dataset(path: str | os.PathLike[str], config: Any = None, system_prompt: str | bool | None = True):
     """A `datasets.Dataset` of the samples in the JSONL file `path`, one row per sample.
 
-    `prompt` is `[system, user ""]` (no system message with `system_prompt=None`): the env's
-    `reset` appends the question and the sparse frames to the user turn. Raises DataError naming
-    the file, line and field of the first bad row.
+    `prompt` is `[system, user ""]`: the env's `reset` appends the question and the sparse frames
+    to the user turn. The system prompt is the one the env gives for `config`'s tools (an
+    `EnvConfig`, a list of tool names or import paths, or None: the default tools), the same
+    `EnvConfig` as `environment_factory`'s, so the prompt teaches the tools TRL offers; a string
+    replaces it, and None (or False) leaves the system message out. Raises DataError naming the
+    file, line and field of the first bad row.
     """
     from datasets import Dataset
 
-    prompt = ([{"role": "system", "content": system_prompt}] if system_prompt is not None else []) + [{"role": "user", "content": ""}]
+    if system_prompt is True:
+        from videoseek.envs.env import EnvConfig
+
+        # EnvConfig reads the tool list as the env will (None/True: the default tools, False: none)
+        system_prompt = tools_system_prompt(EnvConfig(tools=getattr(config, "tools", config)).tools)
+    prompt = ([{"role": "system", "content": system_prompt}] if isinstance(system_prompt, str) else []) + [{"role": "user", "content": ""}]
     rows = [{"prompt": prompt, **sample_row(sample)} for sample in iter_jsonl(path)]
     if not rows:
         raise DataError(f"{path}: no samples")

@@ -3,8 +3,9 @@
 TRL calls each reward function with the parsed completions and, with an `environment_factory`,
 the rollouts' environment instances (`environments=`). The final answer reaches the env here:
 `videoseek_reward` steps each episode with the rollout's last assistant turn and returns the
-env's reward (its preset's weighted components); the components, accuracy and call count are
-logged through TRL's `log_metric` as `videoseek/<name>` (means over the batch).
+env's reward (its preset's weighted components); the components, accuracy, accepted calls of
+any tool (`calls`) and of each configured tool (`calls/<tool>`) are logged through TRL's
+`log_metric` as `videoseek/<name>` (means over the batch).
 
 TRL's response parser moves `<think>` into `reasoning_content`; the turn is given back to the
 env as `<think>reasoning</think>content` (whitespace between them is not kept), so the format and
@@ -46,6 +47,9 @@ def videoseek_reward(completions: list, environments: list, log_metric: Callable
         trajs = [env.env.trajectory for env in environments]
         # accuracy is recorded whether the preset weighs it or not; the components may hold it too
         metrics = {"accuracy": [t.accuracy or 0.0 for t in trajs], "calls": [len(t.calls) for t in trajs]}
+        tools = dict.fromkeys(name for env in environments for name in env.env.tools)  # configured, in order: unused ones log 0
+        for tool in tools:
+            metrics[f"calls/{tool}"] = [sum(c.tool == tool for c in t.calls) for t in trajs]
         for name in sorted({k for _, comps in results for k in comps}):
             metrics[name] = [comps.get(name, 0.0) for _, comps in results]
         for name, values in metrics.items():

@@ -2,7 +2,7 @@
 
 The cold-start stage of Open-o3-Video-v2 (seed 003: "SFT on multi-turn trajectories with tool
 calls and returned frames, then RL") trains on whole episodes: the question with the sparse
-frames, each assistant turn (thinking + `crop_video` call), the frames the call returned, and the
+frames, each assistant turn (thinking + a tool call), the frames the call returned, and the
 final answer. This command turns trajectory files (`RUN/trajectories.jsonl`, from the oracle
 policy or any other) into parquet rows that `verl.utils.dataset.multiturn_sft_dataset.
 MultiTurnSFTDataset` reads:
@@ -14,10 +14,18 @@ MultiTurnSFTDataset` reads:
   "sample_fps": frames per second of those frames}` (qwen-vl-utils' list-of-frames video).
 
 The conversation is written so any Qwen ChatML template renders it exactly as the RL renderer
-(`VIDEOSEEK_CHAT_TEMPLATE`) does: the crop_video tool block is baked into the system message and a
-tool response is a user turn wrapped in `<tool_response>` ... `</tool_response>`, which is how
-Qwen2.5 / Qwen3 templates render tool messages. Qwen2.5-VL's own template has no tool support,
-so this keeps SFT tokens equal to the rollout's tokens with either template.
+(`VIDEOSEEK_CHAT_TEMPLATE`) does: the system prompt and the tools block of the episode's tools are
+baked into the system message, and a tool response is a user turn wrapped in `<tool_response>` ...
+`</tool_response>`, which is how Qwen2.5 / Qwen3 templates render tool messages. Qwen2.5-VL's own
+template has no tool support, so this keeps SFT tokens equal to the rollout's tokens with either
+template. Calls and results are written as the episode has them, whatever the tool: the
+assistant's text with its call, and the env's reply with the frames the tool returned as one video
+(a zoom's single frame too, as the renderer lays it out).
+
+The episode's tools are those `RUN/run.json` records for the run's env (`videoseek rollout`, the
+local GRPO backend); a run without that record (a verl episode dump, bare `run_rollouts` output)
+takes `--tools`, else the default tools. An episode that called a tool the list lacks is an error:
+its conversation would teach a tool the system message never offers.
 
 A third column, `video_times`, holds each video's exact frame times (seconds in the source
 video; verl's dataset ignores it): `training/run_sft.py`'s local backend reads the rows back into
@@ -32,30 +40,28 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from videoseek.agents.prompting import (
-    CROP_VIDEO_TOOL,
-    SYSTEM_PROMPT,
-    VIDEOSEEK_CHAT_TEMPLATE,
-    placeholder_text,
-    split_placeholder_text,
-)
+from videoseek.agents.prompting import VIDEOSEEK_CHAT_TEMPLATE, placeholder_text, split_placeholder_text
 from videoseek.envs.sample import DataError
+from videoseek.envs.tools import DEFAULT_TOOLS, resolve_tools, system_prompt, tool_schemas
 from videoseek.envs.trajectory import FrameRef, Trajectory
 
 VIDEO = "<video>"
 
 
-def system_text(system_prompt: str = SYSTEM_PROMPT, tools: list[dict[str, Any]] | None = None) -> str:
-    """The system message's text as VIDEOSEEK_CHAT_TEMPLATE renders it, tools block included."""
+def system_text(tools: Sequence[str] = DEFAULT_TOOLS) -> str:
+    """The system message's text as VIDEOSEEK_CHAT_TEMPLATE renders it for an env with these tools
+    (names or import paths): the env's system prompt (`info["instructions"]`) and the tools block of
+    their schemas (`info["tools"]`; none without tools)."""
     from transformers.utils.chat_template_utils import render_jinja_template
 
     rendered, _ = render_jinja_template(
-        conversations=[[{"role": "system", "content": system_prompt}]],
-        tools=tools if tools is not None else [CROP_VIDEO_TOOL],
+        conversations=[[{"role": "system", "content": system_prompt(list(tools))}]],
+        tools=tool_schemas(list(tools)) or None,
         chat_template=VIDEOSEEK_CHAT_TEMPLATE,
     )
     text = rendered[0]
@@ -123,7 +129,7 @@ def sft_messages(row: dict[str, Any], where: str = "row") -> list[Any]:
     """The renderer `Message`s of one exported row (the inverse of `conversation`), frames loaded.
 
     The system message keeps its baked-in tool block: render these with a renderer built with
-    `tools=()` and the ids equal those of the live episode rendered with the crop_video tool.
+    `tools=()` and the ids equal those of the live episode rendered with its env's tools.
     """
     from PIL import Image
     from videoseek.agents.policy import Message
@@ -160,19 +166,48 @@ def keep(traj: Trajectory, only_correct: bool) -> bool:
     return bool(traj.correct) if only_correct else True
 
 
-def export_sft(runs: list[str | Path], out_dir: str | Path, only_correct: bool = True, val_fraction: float = 0.0, seed: int = 0) -> list[Path]:
-    """Write `OUT/train.parquet` (and `OUT/val.parquet` when `val_fraction` > 0); returns the paths."""
+def run_tool_names(run_dir: Path, tools: Sequence[str] | None = None) -> list[str]:
+    """The tools of a run's episodes: `RUN/run.json`'s (`run_record.recorded_tools`), else `tools`,
+    else the default tools; DataError when one cannot be imported."""
+    from videoseek.agents.run_record import recorded_tools
+
+    specs = recorded_tools(run_dir)
+    specs = specs if specs is not None else list(tools) if tools is not None else list(DEFAULT_TOOLS)
+    try:
+        resolve_tools(specs)
+    except ValueError as exc:
+        raise DataError(f"{run_dir}: the run's tools: {exc}") from None
+    return specs
+
+
+def check_tools(traj: Trajectory, names: Sequence[str], where: str) -> None:
+    """DataError when the episode called (successfully) a tool that is not among `names`."""
+    extra = sorted({c.tool for c in traj.calls} - set(names))
+    if extra:
+        raise DataError(f"{where}: episode {traj.episode_id} calls {', '.join(extra)}, which the run's tools "
+                        f"({', '.join(names) or 'none'}) do not list; give the run's tools with --tools")  # fmt: skip
+
+
+def export_sft(runs: list[str | Path], out_dir: str | Path, only_correct: bool = True, val_fraction: float = 0.0, seed: int = 0,
+               tools: Sequence[str] | None = None) -> list[Path]:
+    """Write `OUT/train.parquet` (and `OUT/val.parquet` when `val_fraction` > 0); returns the paths.
+
+    `tools`: the env's tools (names or import paths) for runs whose `run.json` does not record
+    them (default: the default tools); a run's own record wins."""
     import pandas as pd
     from videoseek.envs.trajectory import read_trajectories
 
-    system = system_text()
     rows = []
     for run in runs:
         run_dir = Path(run)
         if not (run_dir / "trajectories.jsonl").is_file():
             raise DataError(f"{run_dir}: no trajectories.jsonl (run `videoseek rollout --out {run_dir}` first)")
+        specs = run_tool_names(run_dir, tools)
+        names = [cls.name for cls in resolve_tools(specs)]
+        system = system_text(specs)
         for traj in read_trajectories(run_dir):
             if keep(traj, only_correct):
+                check_tools(traj, names, str(run_dir))
                 messages, videos, times = conversation(traj, run_dir, system)
                 rows.append({
                     "messages": messages, "videos": videos, "video_times": times, "episode_id": traj.episode_id,
@@ -202,6 +237,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--all", action="store_true", help="keep answered episodes whether correct or not (default: correct only)")
     parser.add_argument("--val-fraction", type=float, default=0.0, help="share of episodes for val.parquet (default 0)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the train/val split")
+    parser.add_argument("--tools", default=None, metavar="TOOL,TOOL,...",
+                        help="the env's tools (comma-separated names or import paths) of runs whose run.json does not record them "
+                        "(a verl episode dump, bare run_rollouts output); default: the default tools")  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
@@ -209,6 +247,7 @@ def run(args: argparse.Namespace) -> int:
         from videoseek.cli import UserError
 
         raise UserError(f"--val-fraction must be in [0, 1), got {args.val_fraction}")
-    for path in export_sft(args.runs, args.out, only_correct=not args.all, val_fraction=args.val_fraction, seed=args.seed):
+    tools = None if args.tools is None else [t.strip() for t in args.tools.split(",") if t.strip()]
+    for path in export_sft(args.runs, args.out, only_correct=not args.all, val_fraction=args.val_fraction, seed=args.seed, tools=tools):
         print(path)
     return 0

@@ -1,11 +1,13 @@
-"""Tool-use collapse: per-step crop rate, calls per episode and format validity, and a one-time warning.
+"""Tool-use collapse: per-step tool-call rate, calls per episode and format validity, and a one-time warning.
 
-Agentic RL can stop calling its tool: the crop rate falls to zero while the reward still looks
-fine (DeepEyes #55, #83). `tool_use_metrics` gives, over a step's origin episodes,
-`crop_rate` (share of episodes with at least one accepted crop), `calls_per_episode` (accepted
-crops) and `valid_format` (share whose every turn was one unrepaired protocol action, ending with
-an answer), the numbers `videoseek eval` reports (`agents.evaluate.episode_metrics`).
-`CollapseWatch` warns once when the crop rate stays below a threshold for N steps in a row.
+Agentic RL can stop calling its tools: the rate of episodes with a tool call falls to zero while
+the reward still looks fine (DeepEyes #55, #83). `tool_use_metrics` gives, over a step's origin
+episodes, `crop_rate` (share of episodes with at least one tool call, whatever the tool; the key
+keeps its name from the one-tool days), `calls_per_episode` (accepted calls of any tool),
+`tool_rate/<tool>` (share of episodes with an accepted call of that tool, for each tool called)
+and `valid_format` (share whose every turn was one unrepaired protocol action, ending with an
+answer), the numbers `videoseek eval` reports (`agents.evaluate.episode_metrics`).
+`CollapseWatch` warns once when that rate stays below a threshold for N steps in a row.
 `call_push` says which reward term drives the number of calls, before the rate shows it.
 """
 
@@ -28,17 +30,20 @@ def tool_use_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:
     if not per:
         return {}
     n = len(per)
-    return {
+    out = {
         "crop_rate": sum(m["crop_rate"] for m in per) / n,
         "calls_per_episode": sum(m["calls"] for m in per) / n,
         "valid_format": sum(m["valid_format"] for m in per) / n,
     }
+    for name in sorted({k.partition("/")[2] for m in per for k in m if k.startswith("calls/")}):
+        out[f"tool_rate/{name}"] = sum(m.get(f"calls/{name}", 0.0) > 0 for m in per) / n
+    return out
 
 
 def call_push(trajectories: Sequence[Trajectory], weights: Mapping[str, float], norm_by_std: bool = True) -> dict[str, float]:
     """`push/calls/<term>`: per weighted reward term, sum_i A_i (calls_i - group mean) of its part of
     the advantages (`rewards.advantage.term_push`), summed over the step's groups and divided by its
-    scored origin episodes. Negative: that term makes GRPO favour the episodes with fewer crops.
+    scored origin episodes. Negative: that term makes GRPO favour the episodes with fewer tool calls.
 
     Found with it (docs/training.md): with GRPO's std, clue-seek's small differences in groups that
     all answer right pushed the search down as hard as accuracy pushed it up; {} without episodes.
@@ -60,24 +65,29 @@ def call_push(trajectories: Sequence[Trajectory], weights: Mapping[str, float], 
 
 class CollapseWatch:
     """Counts consecutive steps with `crop_rate < threshold`; `update` returns a warning the first time
-    the count reaches `steps`, and None otherwise (also for every later step: it warns once per run)."""
+    the count reaches `steps`, and None otherwise (also for every later step: it warns once per run).
 
-    def __init__(self, threshold: float = DEFAULT_THRESHOLD, steps: int = DEFAULT_STEPS) -> None:
+    `tools`: the names of the env's tools, which the warning names (none given: "a tool").
+    """
+
+    def __init__(self, threshold: float = DEFAULT_THRESHOLD, steps: int = DEFAULT_STEPS, tools: Sequence[str] = ()) -> None:
         if not 0.0 <= threshold <= 1.0:
             raise ValueError(f"collapse threshold must be in [0, 1], got {threshold}")
         if steps < 1:
             raise ValueError(f"collapse steps must be at least 1, got {steps}")
         self.threshold, self.steps = threshold, steps
+        self.tools = list(tools)
         self.run = 0
         self.warned = False
 
     def update(self, step: int, crop_rate: float | None) -> str | None:
-        """Feed one step's crop rate (None: no episode ran, which neither counts nor breaks the run)."""
+        """Feed one step's tool-call rate (None: no episode ran, which neither counts nor breaks the run)."""
         if crop_rate is None:
             return None
         self.run = self.run + 1 if crop_rate < self.threshold else 0
         if self.warned or self.run < self.steps:
             return None
         self.warned = True
-        return (f"tool use is collapsing: crop rate below {self.threshold:g} for {self.steps} steps in a row "
-                f"(steps {step - self.steps + 1}-{step}, now {crop_rate:.3g}); the policy answers without crop_video")  # fmt: skip
+        tools = " or ".join(self.tools) if self.tools else "a tool"
+        return (f"tool use is collapsing: tool-call rate below {self.threshold:g} for {self.steps} steps in a row "
+                f"(steps {step - self.steps + 1}-{step}, now {crop_rate:.3g}); the policy answers without calling {tools}")  # fmt: skip

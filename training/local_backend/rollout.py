@@ -115,7 +115,8 @@ def varied_groups(trajectories: Sequence[Trajectory]) -> tuple[list[str], int]:
 
 
 def rollout_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:
-    """Means over origin episodes: reward, each reward component, accuracy, coverage, calls, turns."""
+    """Means over origin episodes: reward, each reward component, accuracy, coverage, accepted calls
+    (`calls`: of any tool; `calls/<tool>`: of each tool called in the step), turns."""
     origin = [t for t in trajectories if t.group.role == "origin"]
     if not origin:
         return {}
@@ -127,6 +128,8 @@ def rollout_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:
         "turns": float(np.mean([len(t.turns) for t in origin])),
         "failures": float(sum(1 for t in origin if t.failure)),
     }
+    for tool in sorted({c.tool for t in origin for c in t.calls}):
+        out[f"calls/{tool}"] = float(np.mean([sum(c.tool == tool for c in t.calls) for t in origin]))
     names = sorted({k for t in origin for k in t.reward_components})
     for name in names:
         out[f"reward/{name}"] = float(np.mean([t.reward_components.get(name, 0.0) for t in origin]))
