@@ -10,8 +10,15 @@ Prints ratios measured side by side in one run (not a test; targets from DESIGN.
    and a long seek (8 frames of the last 5 s), each decoded by a fresh reader straight to the
    served 392x392 budget; 720p 60 s and 1080p 10 min. The default backend is chosen from this table
    (docs/data.md, "Video backends").
+4. A zoom(time, box) call through `VideoSeekEnv.step` (parse, schema check, native decode through the
+   frame cache, cut, resize, evidence, trajectory record) vs PyAV decoding that frame at native
+   resolution on an open container (seek + decode + RGB), the same frame of the same file: CPU time
+   (`time.process_time`), median over repeats, the frame cache cleared before each. On 1280x720
+   small_text videos (the task zoom exists for), zooming on the sign (no resize) and on a large box
+   (resized to the pixel budget). Target: <= 1.2x. For the large box a second ratio compares with
+   the raw decode plus the same cut and PIL resize, the resize being part of what zoom returns.
 
-    python bench/bench_env.py [--repeats 5]
+    python bench/bench_env.py [--repeats 5] [--zoom-only]
 """
 
 from __future__ import annotations
@@ -23,14 +30,17 @@ import tempfile
 import time
 from pathlib import Path
 
+import av
 import decord
 import numpy as np
+from PIL import Image
 
 from videoseek.agents.policy import PolicyOutput
 from videoseek.agents.rollout import run_rollouts
 from videoseek.agents.scripted import OraclePolicy
 from videoseek.envs import video as video_mod
 from videoseek.envs.actions import CropVideo
+from videoseek.envs.tools import get_tool
 from videoseek.envs.env import EnvConfig, VideoSeekEnv
 from videoseek.envs.synth import generate_dataset
 
@@ -93,17 +103,79 @@ def backend_table(videos: Path, repeats: int) -> None:
             print(f"[backends] {name:14s} {clip:18s} " + " ".join(f"{row[b]:>10.0f}{'*' if b == best else ' '}" for b in backends))
 
 
+def zoom_vs_native(out: Path, n: int, repeats: int) -> float:
+    """CPU ms of a zoom call through the env vs a raw native decode of the same frame; returns the ratio."""
+    samples = generate_dataset(out, n=n, seed=0, kinds=["small_text"])
+    zoom = get_tool("zoom")
+    rows = []
+    for box_name in ("sign", "large box"):
+        ms: dict[str, list[float]] = {"env": [], "raw": [], "raw+resize": []}
+        for sample in samples:
+            kf = sample.key_frames[0]
+            box = kf.boxes["sign"] if box_name == "sign" else [0.1, 0.1, 0.9, 0.9]
+            call = zoom.call_text({"time": kf.time, "box": box})
+            container = av.open(sample.video)
+            stream = container.streams.video[0]
+            pts = sorted(p.pts for p in container.demux(stream) if p.pts is not None)
+            target = pts[int(video_mod.open_video(sample.video).indices_at([kf.time])[0])]
+
+            def raw() -> np.ndarray:
+                container.seek(target, stream=stream, backward=True, any_frame=False)
+                for frame in container.decode(stream):
+                    if frame.pts is not None and frame.pts >= target:
+                        return frame.to_ndarray(format="rgb24")
+                raise RuntimeError("frame not decoded")
+
+            def raw_resize() -> None:
+                native = raw()
+                h, w = native.shape[:2]
+                left, top, right, bottom = (int(round(v * side)) for v, side in zip(box, (w, h, w, h)))
+                size = video_mod.fit_region(right - left, bottom - top, EnvConfig().max_pixels)
+                crop = native[top:bottom, left:right]
+                if (crop.shape[1], crop.shape[0]) != size:
+                    Image.fromarray(crop).resize(size, Image.BILINEAR)
+
+            for r in range(repeats):
+                env = VideoSeekEnv(sample, EnvConfig(tools=["crop_video", "zoom"]))
+                env.reset(seed=0)  # the episode is under way: its reader is open, its initial frames decoded
+                for which in (("env", "raw", "raw+resize") if r % 2 == 0 else ("raw+resize", "raw", "env")):
+                    video_mod.FRAME_CACHE.clear()
+                    t0 = time.process_time()
+                    if which == "env":
+                        _, _, _, _, info = env.step(call)
+                        assert info["error"] is None, info["error"]
+                    else:
+                        (raw if which == "raw" else raw_resize)()
+                    ms[which].append((time.process_time() - t0) * 1000)
+            container.close()
+        rows.append((box_name, {k: statistics.median(v) for k, v in ms.items()}))
+    worst = 0.0
+    for box_name, med in rows:
+        ratio = med["env"] / med["raw"]
+        worst = max(worst, ratio)
+        print(f"[zoom] {box_name:9s}: raw PyAV native decode {med['raw']:.2f} ms CPU, env zoom call {med['env']:.2f} ms CPU -> {ratio:.2f}x "
+              f"(target <= 1.20x) -> {'OK' if ratio <= 1.2 else 'MISSED'}  [{len(samples)} 1280x720 videos x {repeats} repeats]")
+        if med["raw+resize"] > med["raw"] * 1.05:  # the call returned a resized region
+            print(f"[zoom] {box_name:9s}: raw decode + the same cut and PIL resize {med['raw+resize']:.2f} ms CPU "
+                  f"-> env {med['env'] / med['raw+resize']:.2f}x of it")
+    return worst
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--n", type=int, default=10, help="synthetic samples to benchmark over")
     ap.add_argument("--videos", default=str(Path(tempfile.gettempdir()) / "videoseek-bench-videos"))
     ap.add_argument("--backends-only", action="store_true", help="print the backend table only")
+    ap.add_argument("--zoom-only", action="store_true", help="print the zoom measurement only")
     args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="videoseek-bench-"))
+    if args.zoom_only:
+        zoom_vs_native(tmp / "zoom", 4, max(args.repeats, 10))
+        return
     backend_table(Path(args.videos), args.repeats)
     if args.backends_only:
         return
-    tmp = Path(tempfile.mkdtemp(prefix="videoseek-bench-"))
     samples = generate_dataset(tmp, n=args.n, seed=0)
     config = EnvConfig(max_pixels=1024 * 1024)  # same pixels as the raw decode: no resize on either side
 
@@ -152,6 +224,7 @@ def main() -> None:
     ratio = eight / one
     print(f"[group] 1 episode/sample: {one * 1000:.1f} ms, 8 episodes/sample: {eight * 1000:.1f} ms")
     print(f"[group] G=8 vs one episode: {ratio:.2f}x (target <= 1.50x) -> {'OK' if ratio <= 1.5 else 'MISSED'}")
+    zoom_vs_native(tmp / "zoom", 4, max(args.repeats, 10))
 
 
 if __name__ == "__main__":

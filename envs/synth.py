@@ -25,6 +25,14 @@ Task kinds (one builder function each, `TASK_BUILDERS`):
                   shape flashes for 1-1.5 s; what colour is it, from all five colours in one fixed
                   option order. The answer is read straight off the clue frames, and the fixed
                   order lets a small model map a colour to its letter without reading the options.
+    small_text    the zoom tool's kind (opt-in, not in the default mix): a light sign (1.5-3 % of a
+                  1280x720 frame, at a random place) shows one character, printed 9-11 px tall,
+                  for 1-1.25 s; which character is it (4 options). In the env's default 224x224-budget
+                  frames (298x168) the character is a smudge 2-3 px tall (template matching forced
+                  on it picks the right option 34 % of the time over 196 samples, chance 25 %);
+                  `zoom(time, box)` on the sign returns it at native resolution, where it reads
+                  right every time. So it needs both tools: `crop_video` to find the moment, `zoom`
+                  to read it (agents/scripted.py's oracle; tests/test_zoom_task.py).
 
 Every sample carries `clue_intervals` (seconds, frame-exact spans of the visible evidence),
 `options`/`answer`, a `reference_reasoning` in VideoMend's Ref-Delta form (seed 002, §3.3:
@@ -54,16 +62,19 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from PIL import Image, ImageDraw, ImageFont
 
 from videoseek.envs.sample import VideoSample, write_jsonl
 
 DATA_SOURCE = "videoseek-synth"
 TASK_KINDS = ("flash_shape", "count_flashes", "event_order", "direction", "speed")  # the default mix
 CURRICULUM_KINDS = ("flash_colour",)  # opt-in kinds (`--kinds flash_colour`)
+ZOOM_KINDS = ("small_text",)  # opt-in kinds that need `zoom(time, box)` (`--kinds small_text`)
 
 # Saturated colours, hues at least ~50 degrees apart so lossy H.264 chroma cannot confuse them.
 PALETTE: dict[str, tuple[int, int, int]] = {
@@ -94,8 +105,19 @@ FPS_CHOICES = (8, 10, 12, 15, 24, 25, 30)
 # Default duration mix (weight, low s, high s): mostly short so a set renders fast.
 DURATION_MIX = ((0.6, 10.0, 30.0), (0.3, 30.0, 75.0), (0.1, 75.0, 180.0))
 # The smallest video each kind needs so its longest event fits between two uniform frames.
-MIN_DURATION = {"flash_shape": 10.0, "flash_colour": 10.0, "count_flashes": 20.0, "event_order": 10.0, "direction": 16.0, "speed": 40.0}
+MIN_DURATION = {"flash_shape": 10.0, "flash_colour": 10.0, "count_flashes": 20.0, "event_order": 10.0, "direction": 16.0, "speed": 40.0,
+                "small_text": 18.0}
+# Kinds with a fixed frame size, frame rates and duration range of their own, instead of SIZES,
+# FPS_CHOICES and DURATION_MIX, and a still background (a drifting one re-renders and converts every
+# 720p frame, 15 ms each). small_text needs a 1280x720 source (the zoom reads it at native
+# resolution) and keeps it cheap: 4 fps and 18-20 s, 72-80 frames. Between 8 uniform frames
+# 2.25-2.5 s apart, less the placer's margin of 2 frames each side, there is room for a label of
+# 1-1.25 s; a shorter video would have none.
+FIXED_SPECS: dict[str, tuple[tuple[int, int], tuple[int, ...], tuple[float, float]]] = {
+    "small_text": ((1280, 720), (4,), (18.0, 20.0)),
+}
 LETTERS = "ABCDEFGH"
+MIN_GOP = 8  # frames between keyframes at least (`write_video`); every default frame rate is at least 8 fps
 # Shortest clue interval: above the env's default shortest crop (0.5 s), so cropping exactly a clue
 # is a valid call. A shorter event (a sped-up crossing) sits centred in a clue this long.
 MIN_CLUE_SECONDS = 0.6
@@ -204,6 +226,68 @@ class LampRow:
     on: tuple[tuple[int, int] | None, ...]
 
 
+# small_text's characters: capitals and digits that stay distinct when printed 9-11 px tall
+# (no 0/O/D/Q, 1/I/J/L, 5/S, 8/B, 2/Z, 6/G, U/V/W, C).
+LABEL_CHARS = "3479AEFHKMNPRTXY"
+LABEL_INK = (20, 20, 20)
+LABEL_PLATE = (236, 236, 230)
+
+
+@lru_cache(maxsize=32)
+def label_font(size: int) -> ImageFont.FreeTypeFont:
+    """The font labels are printed in: Pillow's bundled default (Aileron Regular) at `size` px, the
+    same on every machine with the same Pillow (no system fonts), so a reader can render the same glyphs."""
+    return ImageFont.load_default(size=size)
+
+
+@lru_cache(maxsize=4096)
+def render_glyph(char: str, size: int) -> np.ndarray:
+    """The anti-aliased coverage (float32 in [0, 1], tight to the ink) of `char` in `label_font(size)`.
+
+    >>> render_glyph("7", 14).shape, round(float(render_glyph("7", 14).max()), 2)
+    ((10, 7), 0.99)
+    """
+    font = label_font(size)
+    left, top, right, bottom = font.getbbox(char)
+    img = Image.new("L", (right - left, bottom - top), 0)
+    ImageDraw.Draw(img).text((-left, -top), char, fill=255, font=font)
+    cover = np.asarray(img, dtype=np.float32) / 255.0
+    ys, xs = np.nonzero(cover > 0)
+    out = cover[ys.min() : ys.max() + 1, xs.min() : xs.max() + 1] if len(ys) else cover
+    out.setflags(write=False)
+    return out
+
+
+@dataclass(frozen=True)
+class Label:
+    """A light sign with one dark character at its centre, shown on frames [start, stop).
+
+    `xy` is the sign's top-left pixel, `size` its (width, height); the character is printed in
+    `label_font(font_size)`.
+    """
+
+    text: str
+    font_size: int
+    xy: tuple[int, int]
+    size: tuple[int, int]
+    start: int
+    stop: int
+
+    def box(self, spec: VideoSpec) -> list[float]:
+        """Normalised [x1, y1, x2, y2] of the sign."""
+        (x, y), (w, h) = self.xy, self.size
+        return [round(x / spec.width, 4), round(y / spec.height, 4), round((x + w) / spec.width, 4), round((y + h) / spec.height, 4)]
+
+    def draw(self, frame: np.ndarray) -> None:
+        (x, y), (w, h) = self.xy, self.size
+        frame[y : y + h, x : x + w] = LABEL_PLATE
+        cover = render_glyph(self.text, self.font_size)[..., None]
+        gh, gw = cover.shape[:2]
+        gx, gy = x + (w - gw) // 2, y + (h - gh) // 2
+        under = frame[gy : gy + gh, gx : gx + gw].astype(np.float32)
+        frame[gy : gy + gh, gx : gx + gw] = np.round(under * (1 - cover) + np.float32(LABEL_INK) * cover).astype(np.uint8)
+
+
 def make_background(rng: np.random.Generator, spec: VideoSpec) -> tuple[np.ndarray, float, dict[str, Any]]:
     """A low-saturation tile (grey gradient, periodic texture, grey distractor shapes).
 
@@ -246,13 +330,14 @@ def paste(frame: np.ndarray, mask: np.ndarray, rgb: tuple[int, int, int], x: flo
 
 @dataclass(frozen=True)
 class Scene:
-    """Everything drawn in a video: the drifting background tile, a lamp row, sprites."""
+    """Everything drawn in a video: the drifting background tile, a lamp row, sprites, labels."""
 
     spec: VideoSpec
     tile: np.ndarray
     drift: float  # pixels per second, horizontal
     sprites: tuple[Sprite, ...] = ()
     lamps: LampRow | None = None
+    labels: tuple[Label, ...] = ()
 
     def shift(self, i: int) -> int:
         return int(self.drift * i / self.spec.fps) % self.spec.width
@@ -261,10 +346,11 @@ class Scene:
         """Equal keys mean equal frames (lets the encoder skip re-rendering a static stretch)."""
         lit = () if self.lamps is None else tuple(on is not None and on[0] <= i < on[1] for on in self.lamps.on)
         shown = tuple((k, *(int(round(v)) for v in s.position(i))) for k, s in enumerate(self.sprites) if s.start <= i < s.stop)
-        return self.shift(i), lit, shown
+        signs = tuple(k for k, label in enumerate(self.labels) if label.start <= i < label.stop)
+        return self.shift(i), lit, shown, signs
 
     def render(self, i: int) -> np.ndarray:
-        """Frame i (uint8 RGB): the drifting tile, then the lamp row, then the sprites shown at i."""
+        """Frame i (uint8 RGB): the drifting tile, then the lamp row, the sprites and the labels shown at i."""
         shift = self.shift(i)
         frame = np.roll(self.tile, shift, axis=1) if shift else self.tile.copy()
         if self.lamps is not None:
@@ -277,6 +363,9 @@ class Scene:
             if s.start <= i < s.stop:
                 x, y = s.position(i)
                 paste(frame, shape_mask(s.shape, s.size), PALETTE[s.colour], x, y)
+        for label in self.labels:
+            if label.start <= i < label.stop:
+                label.draw(frame)
         return frame
 
 
@@ -306,9 +395,12 @@ def rgb_to_yuv420p(rgb: np.ndarray) -> np.ndarray:
 
 def write_video(path: str | os.PathLike[str], spec: VideoSpec, frame_at: Callable[[int], np.ndarray],
                 key_at: Callable[[int], Any] | None = None, crf: int = 23) -> None:
-    """Encode frames 0..n-1 as H.264 (libx264, yuv420p) mp4, one keyframe per second.
+    """Encode frames 0..n-1 as H.264 (libx264, yuv420p) mp4, one keyframe per second (every
+    `MIN_GOP` frames below MIN_GOP fps).
 
-    A one-second GOP keeps a random seek to decode at most `fps` frames. One encoder thread per
+    A one-second GOP keeps a random seek to decode at most `fps` frames; below 8 fps (small_text's
+    4 fps) a keyframe every 8 frames keeps a seek as cheap and halves the bytes, which keyframes
+    dominate in a still 720p scene. One encoder thread per
     video: parallelism comes from worker processes. x264's macroblock tree (`mbtree`, on in every
     preset) is off: its assembly reads uninitialised memory, so with it the same frames encoded in
     two processes differed in about 4 % of the videos (some frames by one grey level). Measured: the
@@ -321,8 +413,9 @@ def write_video(path: str | os.PathLike[str], spec: VideoSpec, frame_at: Callabl
     with av.open(str(path), "w") as container:
         stream = container.add_stream("libx264", rate=spec.fps)
         stream.width, stream.height, stream.pix_fmt = spec.width, spec.height, "yuv420p"
-        stream.codec_context.gop_size = spec.fps
-        stream.options = {"preset": "veryfast", "crf": str(crf), "threads": "1", "keyint_min": str(spec.fps), "sc_threshold": "0",
+        gop = max(spec.fps, MIN_GOP)
+        stream.codec_context.gop_size = gop
+        stream.options = {"preset": "veryfast", "crf": str(crf), "threads": "1", "keyint_min": str(gop), "sc_threshold": "0",
                           "x264-params": "mbtree=0"}
         last_key, yuv = object(), None
         for i in range(spec.n_frames):
@@ -420,9 +513,11 @@ class TaskPlan:
     summary: str
     sprites: list[Sprite] = field(default_factory=list)
     lamps: LampRow | None = None
+    labels: list[Label] = field(default_factory=list)
     key_frames: list[dict[str, Any]] = field(default_factory=list)
     task: dict[str, Any] = field(default_factory=dict)
     generation: dict[str, Any] = field(default_factory=dict)
+    opening: str | None = None  # the reasoning's opening reference, when the default one does not fit
 
 
 def _span_times(spec: VideoSpec, span: tuple[int, int]) -> tuple[float, float]:
@@ -727,6 +822,51 @@ def speed_task(rng: np.random.Generator, spec: VideoSpec, placer: Placer) -> Tas
     )
 
 
+def small_text_task(rng: np.random.Generator, spec: VideoSpec, placer: Placer) -> TaskPlan:
+    """A sign printed with one small character shows for 1-2 s (1-1.25 s fit between the uniform
+    frames of FIXED_SPECS' videos); which character (4 options)?
+
+    The sign covers 1.5-3 % of the frame and the character 9-11 px of its height (font 13-16 px):
+    about 2.5 px in the env's default 298x168 frames, where it cannot be read, and plain in a zoom
+    on the sign, which returns it at the source's resolution (the video must be large: FIXED_SPECS).
+    """
+    char = str(rng.choice(list(LABEL_CHARS)))
+    font_size = int(rng.integers(13, 17))
+    area = float(rng.uniform(0.015, 0.03)) * spec.width * spec.height
+    aspect = float(rng.uniform(1.3, 1.8))
+    w, h = int(round(math.sqrt(area * aspect))), int(round(math.sqrt(area / aspect)))
+    # Below the top band (where the env may burn in a clock), inside the frame.
+    x = int(rng.integers(int(0.03 * spec.width), int(0.97 * spec.width) - w))
+    y = int(rng.integers(int(0.15 * spec.height), int(0.97 * spec.height) - h))
+    span = placer.place(rng, placer.frames_for(rng, 1.0, 2.0, minimum=spec.fps))
+    label = Label(char, font_size, (x, y), (w, h), span[0], span[1])
+    others = [c for c in LABEL_CHARS if c != char]
+    choices = [char] + [str(c) for c in rng.choice(others, size=3, replace=False)]
+    choices = [choices[k] for k in rng.permutation(4)]
+    letter = LETTERS[choices.index(char)]
+    s, e = _span_times(spec, span)
+    where = place_words((x + w / 2) / spec.width, (y + h / 2) / spec.height)
+    box = label.box(spec)
+    box_text = ", ".join(f"{v:.2f}" for v in box)
+    steps = [
+        Step(s, f"A small light sign has appeared in the {where} of the frame; the character printed on it is too small to read at this size."),
+        Step(s, f"<delta>the sign stays still in the {where} and then vanishes; zoomed in on it at full resolution (box [{box_text}]), "
+                f"it shows the character {char}</delta>", e),
+        Step(e, "The sign is gone and the frame shows only the grey background again."),
+    ]
+    mid = (span[0] + span[1] - 1) // 2
+    return TaskPlan(
+        question="At one moment a small sign with one character printed on it appears on the screen. What character does it show?",
+        options=lettered(choices), answer=letter, problem_type="multiple_choice", clues=[span], critical=0, steps=steps,
+        summary=f"Zoomed in, the sign shows the character {char}, which is option {letter}.", labels=[label],
+        key_frames=[{"time": round(spec.time(mid + 0.5), 4), "boxes": {"sign": box}}],
+        task={"question_about": "character"},
+        generation={"char": char, "font_size": font_size, "glyph_px": list(render_glyph(char, font_size).shape), "sign_px": [w, h],
+                    "xy": [x, y], "sign_area": round(w * h / (spec.width * spec.height), 4)},
+        opening="A grey, softly textured background; no sign is visible yet.",
+    )
+
+
 TASK_BUILDERS: dict[str, Callable[[np.random.Generator, VideoSpec, Placer], TaskPlan]] = {
     "flash_shape": flash_shape_task,
     "flash_colour": flash_colour_task,
@@ -734,12 +874,20 @@ TASK_BUILDERS: dict[str, Callable[[np.random.Generator, VideoSpec, Placer], Task
     "event_order": event_order_task,
     "direction": direction_task,
     "speed": speed_task,
+    "small_text": small_text_task,
 }
 
 
 # ---- assembling a sample -------------------------------------------------------------------------
 def choose_spec(rng: np.random.Generator, kind: str, min_duration: float = 10.0, max_duration: float = 180.0) -> VideoSpec:
-    """Frame size, rate and length for one sample: the default mix, at least the kind's minimum."""
+    """Frame size, rate and length for one sample: the default mix (or the kind's `FIXED_SPECS`),
+    at least the kind's minimum."""
+    if kind in FIXED_SPECS:
+        (w, h), rates, (lo, hi) = FIXED_SPECS[kind]
+        floor = max(min_duration, MIN_DURATION[kind])
+        duration = float(np.clip(rng.uniform(lo, hi), floor, max(floor, max_duration)))
+        fps = int(rates[int(rng.integers(len(rates)))])
+        return VideoSpec(w, h, fps, int(round(duration * fps)))
     w, h = SIZES[int(rng.integers(len(SIZES)))]
     weights = np.array([m[0] for m in DURATION_MIX])
     _, lo, hi = DURATION_MIX[int(rng.choice(len(DURATION_MIX), p=weights / weights.sum()))]
@@ -795,6 +943,8 @@ def make_sample(seed: int, index: int, kind: str, video_dir: str | os.PathLike[s
     rng = np.random.default_rng([seed, index])
     spec = choose_spec(rng, kind, min_duration, max_duration)
     tile, drift, background = make_background(rng, spec)
+    if kind in FIXED_SPECS:  # a still scene (see FIXED_SPECS)
+        drift, background = 0.0, {**background, "drift_px_per_s": 0.0}
     placer = Placer(spec, avoid_uniform)
     plan = TASK_BUILDERS[kind](rng, spec, placer)
     clue_times = [_span_times(spec, c) for c in plan.clues]
@@ -810,10 +960,12 @@ def make_sample(seed: int, index: int, kind: str, video_dir: str | os.PathLike[s
         f" with {background['distractors']} grey shapes" if background["distractors"] else "") + "; no coloured object is visible yet."
     if plan.lamps is not None:
         opening = f"A row of {len(plan.lamps.centres)} dark lamps on a grey, softly textured background; nothing is lit."
+    if plan.opening is not None:
+        opening = plan.opening
     reasoning = build_reasoning(steps, plan.summary, plan.answer, opening)
     sample_id = f"synth-{seed}-{index:05d}-{kind}"
     video_path = Path(video_dir) / f"{sample_id}.mp4"
-    scene = Scene(spec, tile, drift, tuple(plan.sprites), plan.lamps)
+    scene = Scene(spec, tile, drift, tuple(plan.sprites), plan.lamps, tuple(plan.labels))
     write_video(video_path, spec, scene.render, key_at=scene.key, crf=crf)
     return VideoSample(
         id=sample_id, video=str(video_path.resolve()), question=plan.question, options=plan.options, answer=plan.answer,
@@ -904,11 +1056,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="output folder (videos/ and samples.jsonl are written there)")
     parser.add_argument("--n", type=int, default=50, help="number of samples (default 50)")
     parser.add_argument("--seed", type=int, default=0, help="random seed; the same seed gives the same set (default 0)")
-    parser.add_argument("--kinds", default=",".join(TASK_KINDS), help=f"comma-separated task kinds (default: {','.join(TASK_KINDS)}; also {','.join(CURRICULUM_KINDS)})")
+    parser.add_argument("--kinds", default=",".join(TASK_KINDS),
+                        help=f"comma-separated task kinds (default: {','.join(TASK_KINDS)}; also {','.join(CURRICULUM_KINDS + ZOOM_KINDS)}: "
+                             "small_text is 1280x720 and needs the zoom tool, `--tools crop_video,zoom`)")
     parser.add_argument("--workers", type=int, default=1, help="parallel rendering processes (default 1)")
     parser.add_argument("--min-duration", type=float, default=10.0, help="shortest video in seconds (default 10)")
     parser.add_argument("--max-duration", type=float, default=180.0,
-                        help="longest video in seconds (default 180); a kind's own minimum still applies (speed 40, count_flashes 20, direction 16)")
+                        help="longest video in seconds (default 180); a kind's own minimum still applies (speed 40, count_flashes 20, direction 16, "
+                             "small_text 18: its videos run 18-20 s)")
     parser.add_argument("--avoid-uniform", default="8", help="comma-separated counts of uniform initial frames that must miss every clue (default 8)")
 
 

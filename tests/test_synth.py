@@ -230,6 +230,59 @@ def test_key_frames_box_the_object_inside_a_clue(synth_set):
                 assert (perceive_module.chroma(crop) >= perceive_module.MIN_CHROMA).mean() > 0.3, (s.id, box)
 
 
+# ---- small_text: the opt-in kind that needs zoom (tests/test_zoom_task.py runs it through the env) ----
+def test_small_text_is_opt_in():
+    assert "small_text" in synth.TASK_BUILDERS and "small_text" in synth.ZOOM_KINDS
+    assert "small_text" not in synth.TASK_KINDS  # the default mix is unchanged
+
+
+def test_small_text_plans_over_many_seeds():
+    """Plans only (no rendering): a 1280x720 sign of 1.5-3 % of the frame, below the clock band, a
+    character 9-11 px tall, 1-2 s away from every uniform frame, and 4 distinct options."""
+    for index in range(200):
+        rng = np.random.default_rng([11, index])
+        spec = synth.choose_spec(rng, "small_text")
+        assert (spec.width, spec.height, spec.fps) == (1280, 720, 4) and 18.0 <= spec.duration <= 20.0
+        plan = synth.small_text_task(rng, spec, synth.Placer(spec, avoid_uniform=(8,)))
+        ((a, b),) = plan.clues
+        shown = np.floor(synth.uniform_times(spec.duration) * spec.fps + 1e-6).astype(int)
+        assert not np.any((shown >= a - 1) & (shown <= b)), index
+        assert 1.0 <= (b - a) / spec.fps <= 2.0, index
+        (label,) = plan.labels
+        x1, y1, x2, y2 = label.box(spec)
+        assert 0 <= x1 < x2 <= 1 and 0.15 <= y1 < y2 <= 1
+        assert 0.015 <= (x2 - x1) * (y2 - y1) <= 0.031
+        assert 9 <= synth.render_glyph(label.text, label.font_size).shape[0] <= 11
+        texts = [o.split(". ", 1)[1] for o in plan.options]
+        assert len(set(texts)) == 4 and set(texts) <= set(synth.LABEL_CHARS)
+        assert texts["ABCD".index(plan.answer)] == label.text
+        (kf,) = plan.key_frames
+        assert a / spec.fps <= kf["time"] <= b / spec.fps and kf["boxes"] == {"sign": label.box(spec)}
+
+
+def test_small_text_videos_show_the_sign_only_in_the_clue(tmp_path):
+    started = time.perf_counter()
+    samples = synth.generate_dataset(tmp_path, 2, seed=SEED, kinds=["small_text"])
+    took = time.perf_counter() - started
+    sizes = [Path(s.video).stat().st_size for s in samples]
+    print(f"\n[synth] 2 small_text samples in {took:.2f} s, {max(sizes) / 2**10:.0f} KiB the larger")
+    for s in samples:
+        gen = s.metadata["generation"]
+        vr = decord.VideoReader(s.video)
+        assert (vr[0].shape[1], vr[0].shape[0], len(vr)) == (1280, 720, gen["n_frames"])
+        assert np.all(np.diff(vr.get_key_indices()) == synth.MIN_GOP), s.id  # 4 fps: a keyframe every 8 frames
+        ((c0, c1),) = s.clue_intervals
+        kf = s.key_frames[0]
+        x1, y1, x2, y2 = kf.boxes["sign"]
+        times = [*synth.uniform_times(s.duration), kf.time, c0 - 0.3, c1 + 0.05]
+        frames, _ = decode_at(s.video, times)
+        plate = [(f[int(y1 * 720) + 2 : int(y2 * 720) - 2, int(x1 * 1280) + 2 : int(x2 * 1280) - 2] >= 225).all(-1).mean() for f in frames]
+        assert plate[8] > 0.9 and max(plate[:8] + plate[9:]) < 0.05, (s.id, plate)  # shown at the key frame only
+        assert ref_delta_format_reward(s.reference_reasoning) == 1.0 and timestamp_reward(s.reference_reasoning, s.duration) == 1.0
+        assert [m.oracle_correct for m in s.mask_patterns] == [True, False]
+        assert sum(sizes) / len(sizes) < 1.5 * 2**20
+
+
 # ---- helpers and the command ----------------------------------------------------------------------
 def test_module_doctests():
     for module in (synth, perceive_module):
@@ -262,6 +315,10 @@ def test_cli_writes_a_set_and_rejects_bad_input(tmp_path, capsys):
     assert cli_main(["synth", "--out", str(tmp_path / "x"), "--kinds", "flash,direction"]) == 2
     err = capsys.readouterr().err.strip()
     assert "--kinds" in err and "flash" in err and len(err.splitlines()) == 1
+    assert cli_main(["synth", "--out", str(tmp_path / "zoom"), "--n", "1", "--kinds", "small_text"]) == 0
+    (row,) = iter_jsonl(tmp_path / "zoom" / "samples.jsonl")
+    assert row.metadata["task_kind"] == "small_text" and row.metadata["generation"]["width"] == 1280
+    capsys.readouterr()
     assert cli_main(["synth", "--out", str(tmp_path / "x"), "--n", "0"]) == 2
     (tmp_path / "file").write_text("x")
     assert cli_main(["synth", "--out", str(tmp_path / "file"), "--n", "1"]) == 2
