@@ -20,6 +20,7 @@ from videoseek.viewer.server import ViewerApp, serve_in_thread
 
 from browser_support import CHROMIUM, CHROMIUM_ARGS, sync_api_or_skip
 
+CROP_START, CROP_END, CROP_BUTTON = "input[data-tool=crop_video][name=start]", "input[data-tool=crop_video][name=end]", "button.play-call[data-tool=crop_video]"
 SHOTS = Path(os.environ.get("VIEWER_SCREENSHOTS", "")) if os.environ.get("VIEWER_SCREENSHOTS") else None
 sync_api = sync_api_or_skip(module_level=True)
 
@@ -194,9 +195,11 @@ def test_play_one_episode_to_the_end(page, site):
     page.mouse.down()
     page.mouse.move(x_of(14.0), y, steps=6)
     page.mouse.up()
-    start, stop = float(page.input_value("#crop-start")), float(page.input_value("#crop-end"))
+    # the drag fills the span of the env's tool that takes one (the page builds a form per tool of info["tools"])
+    assert page.locator("#play-tools .play-tool").evaluate_all("els => els.map(e => e.dataset.tool)") == ["crop_video"]
+    start, stop = float(page.input_value(CROP_START)), float(page.input_value(CROP_END))
     assert abs(start - 11.5) < 0.2 and abs(stop - 14.0) < 0.2
-    page.click("#play-crop")
+    page.click(CROP_BUTTON)
     page.wait_for_selector("#play-log .play-turn[data-turn='0'] figure img")
     times = page.locator("#play-log figure").evaluate_all("els => els.map(e => Number(e.dataset.t))")
     assert times and all(start - 0.1 <= t <= stop + 0.1 for t in times)
@@ -307,9 +310,9 @@ def test_play_hides_the_answer_key_until_the_answer(page, play4):
     assert "coverage and evidence score are shown once you answer" in status() and "coverage 0" not in status()
     assert page.locator("#play-timeline rect.clue").count() == 0  # the page does not have them: nothing to draw
     page.fill("#play-think", "the flash is late")
-    page.fill("#crop-start", "12")
-    page.fill("#crop-end", "14")
-    page.click("#play-crop")
+    page.fill(CROP_START, "12")
+    page.fill(CROP_END, "14")
+    page.click(CROP_BUTTON)
     page.wait_for_selector("#play-log .play-turn[data-turn='0'] figure img")
     # no coverage, no evidence score, no gain colour or gain in the tooltip while playing
     assert "coverage 1" not in status() and "evidence score 0" not in status()

@@ -104,3 +104,35 @@ def test_real_run_in_the_browser(site, real_run):
             assert panel.locator(".turn figure.masked").count() == sum(f["masked"] for f in frames)
         browser.close()
     assert errors == []
+
+
+def test_a_zoom_run_of_the_cli_is_drawn_and_played_with_its_tools(tmp_path):
+    """`videoseek rollout --tools crop_video,zoom` on small_text: the oracle crops and zooms; every
+    zoom is drawn as a box on a frame, and play mode offers the tools run.json records."""
+    import argparse
+
+    from videoseek.viewer.cli import play_env_config
+
+    assert main(["synth", "--out", str(tmp_path / "data"), "--n", "1", "--kinds", "small_text"]) == 0
+    run = tmp_path / "run"
+    assert main(["rollout", "--data", str(tmp_path / "data" / "samples.jsonl"), "--policy", "oracle", "--out", str(run),
+                 "--tools", "crop_video,zoom", "--no-progress"]) == 0  # fmt: skip
+    (raw,) = trajectories(run)
+    config = play_env_config(argparse.Namespace(tools=None, env_config=None), run)
+    assert config.tools == ["crop_video", "zoom"]  # from the run's run.json
+    srv, thread = serve_in_thread(ViewerApp([run], play=PlayManager(find_samples_file(run), run / "play", config)))
+    try:
+        ep = get_json(srv, "/api/episode?run=A&i=0")["episode"]
+        assert ep["issues"] == [] and raw["correct"] is True
+        zooms = [c for c in ep["calls"] if c["box"] is not None]
+        assert zooms and [c["tool"] for c in zooms] == ["zoom"] * len(zooms)
+        for c in zooms:
+            recorded = raw["turns"][c["turn"]]["call"]
+            assert c["box"] == recorded["box"] and c["time"] == recorded["time"] and c["box_iou"] == recorded["box_iou"]
+            assert c["frame"] is not None and request(srv, c["frame"]["url"])[0] == 200 and c["label"].startswith("zoom(time=")
+        st = post_json(srv, "/api/play/start", {"sample_id": raw["sample_id"]})
+        assert [t["function"]["name"] for t in st["tools"]] == ["crop_video", "zoom"]
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        thread.join(5)

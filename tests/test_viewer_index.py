@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from videoseek.envs.trajectory import Trajectory
-from videoseek.viewer.episode import episode_view, masked_ranges, segments
+from videoseek.viewer.episode import call_label, call_records, episode_view, masked_ranges, segments
 from videoseek.viewer.fixtures import write_fixture_run
 from videoseek.viewer.paths import UnsafePath, decode_relative, resolve_inside
 from videoseek.viewer.runindex import EpisodeQuery, RunIndex, facets, select
@@ -26,6 +26,8 @@ def lines_of(run: Path) -> list[dict]:
 
 def test_fixture_lines_are_valid_trajectories(fixture_run):
     for raw in lines_of(fixture_run):
+        assert raw["schema_version"] == 2
+        assert {t["action"]["type"] for t in raw["turns"]} <= {"tool_call", "answer", "think", "invalid"}
         Trajectory.model_validate(raw)
 
 
@@ -142,12 +144,18 @@ def test_episode_view_of_fixture(fixture_run):
     assert view["issues"] == []
     assert [(c["n"], c["rejected"]) for c in view["calls"]] == [(1, True), (2, False)]
     assert view["calls"][0]["reason"].startswith("crop_video needs start < end")
+    assert (view["calls"][0]["start"], view["calls"][0]["end"]) == (12.0, 3.0)  # where the rejected call asked to look
     assert view["calls"][1]["gain"] == raws[1]["turns"][1]["call"]["gain"]
+    assert [c["tool"] for c in view["calls"]] == ["crop_video", "crop_video"]
+    s, e = raws[1]["turns"][1]["call"]["start"], raws[1]["turns"][1]["call"]["end"]
+    assert view["calls"][0]["label"] == "crop_video(start=12, end=3)" and view["calls"][1]["label"] == f"crop_video(start={s:g}, end={e:g})"
+    assert view["calls"][1]["box"] is None and view["calls"][1]["times"] == [f["t"] for f in raws[1]["turns"][1]["observation"]["frames"]]
     assert all(f["url"] == "/f/" + f["path"] for t in view["turns"] for f in t["observation"]["frames"])
     dup = episode_view(raws[2], index.root, str)
-    assert [c["duplicate_of"] for c in dup["calls"]] == [None, 0]
+    assert [c["duplicate_of"] for c in dup["calls"]] == [None, 0] and dup["calls"][1]["duplicate_of_n"] == 1
     frag = episode_view(raws[3], index.root, str)
     assert frag["calls"][0]["rejected"] and frag["calls"][0]["start"] is None  # malformed call: no span
+    assert frag["calls"][0]["tool"] == "" and frag["calls"][0]["label"] == "invalid call"
     assert [c["fragment"] for c in frag["calls"][1:]] == [False, True]
     masked = episode_view(raws[by_id["s00000/mask/g0"].index], index.root, str)
     assert masked["masked_ranges"] == [raws[0]["clue_intervals"][0]]
@@ -156,13 +164,13 @@ def test_episode_view_of_fixture(fixture_run):
 
 def test_episode_view_reports_problems(fixture_run, tmp_path):
     raw = lines_of(fixture_run)[0]
-    raw["schema_version"] = 2
+    raw["schema_version"] = 3
     raw["turns"][0]["observation"]["frames"][0]["path"] = "frames/nope.jpg"
     raw["turns"][0]["observation"]["frames"][1]["path"] = "../../etc/passwd"
     raw["turns"][0]["observation"]["frames"][2]["path"] = 5
     view = episode_view(raw, fixture_run, str)
     text = "\n".join(view["issues"])
-    assert "unknown schema_version 2" in text
+    assert "unknown schema_version 3 (this viewer reads 1 and 2)" in text
     assert "frame file missing: frames/nope.jpg" in text
     assert "'../../etc/passwd' refused" in text
     assert "frame path is not a string" in text
@@ -172,6 +180,58 @@ def test_episode_view_reports_problems(fixture_run, tmp_path):
     assert episode_view("oops", fixture_run, str)["issues"] == ["expected a JSON object, got str"]
     broken = episode_view({"turns": "x", "clue_intervals": [[3, 1]]}, fixture_run, str)
     assert any("'turns' should be a list" in m for m in broken["issues"]) and any("clue_intervals [0]" in m for m in broken["issues"])
+
+
+def test_version_1_files_open_as_they_did(fixture_run, tmp_path):
+    """A run written before tool calls had names (schema 1: crop actions with start/end, `requested`
+    as a pair) is indexed and drawn like the same run written as schema 2."""
+    old = tmp_path / "v1"
+    write_fixture_run(old, n_samples=3, group_size=4, schema_version=1)
+    raws_v1, raws_v2 = lines_of(old), lines_of(fixture_run)
+    assert {r["schema_version"] for r in raws_v1} == {1}
+    assert raws_v1[0]["turns"][0]["action"] == {"type": "crop_video", "start": 5.0, "end": 11.0}
+    assert raws_v1[0]["turns"][0]["call"]["requested"] == [5.0, 11.0] and "tool" not in raws_v1[0]["turns"][0]["call"]
+    index = RunIndex(old)
+    index.refresh()
+    assert all(r.problem is None for r in index.rows())
+    assert [r.calls for r in index.rows()] == [sum(t["call"] is not None for t in raw["turns"]) for raw in raws_v2]
+    for v1, v2 in zip(raws_v1, raws_v2):
+        a, b = episode_view(v1, old, str), episode_view(v2, fixture_run, str)
+        assert a["issues"] == [] and a["calls"] == b["calls"] and a["axis_end"] == b["axis_end"]
+        assert Trajectory.model_validate(v1).turns[0].action == Trajectory.model_validate(v2).turns[0].action  # the env's reader upgrades it
+
+
+def test_call_records_of_any_tool():
+    """What the page draws for each kind of call, from what the call returned (raw schema-2 turns)."""
+    frames = lambda *ts: [{"t": t, "url": f"/f/{t}.jpg"} for t in ts]  # noqa: E731
+    turns = [
+        {"index": 0, "action": {"type": "tool_call", "name": "crop_video", "arguments": {"start": 4, "end": 9}},
+         "call": {"index": 0, "tool": "crop_video", "arguments": {"start": 4.0, "end": 8.0}, "clipped": True, "start": 4.0, "end": 8.0, "gain": 0.3},
+         "evidence": {"gain": 0.3}},
+        {"index": 1, "action": {"type": "tool_call", "name": "zoom", "arguments": {"time": 6.4, "box": [0.5, 0.5, 1.2, 0.9]}},
+         "call": {"index": 1, "tool": "zoom", "arguments": {"time": 6.4, "box": [0.5, 0.5, 1.0, 0.9]}, "clipped": True, "time": 6.5,
+                  "box": [0.5, 0.5, 1.0, 0.9], "box_iou": 0.4, "gain": 0.0}},
+        {"index": 2, "action": {"type": "tool_call", "name": "frame_at", "arguments": {"time": 7}},
+         "call": {"index": 2, "tool": "frame_at", "arguments": {"time": 7}}},
+        {"index": 3, "action": {"type": "tool_call", "name": "zoom", "arguments": {"time": 2, "box": [0.6, 0.1, 0.2, 0.3]}},
+         "error": "zoom box needs x1 < x2 and y1 < y2, got [0.6, 0.1, 0.2, 0.3]"},
+        {"index": 4, "action": {"type": "answer", "text": "B"}},
+    ]
+    calls = call_records(turns, [frames(4.5, 6.0, 7.5), frames(6.5), frames(7.0), [], []], frames(1.0, 7.2))
+    crop, zoom, other, bad = calls
+    assert [c["n"] for c in calls] == [1, 2, 3, 4] and [c["tool"] for c in calls] == ["crop_video", "zoom", "frame_at", "zoom"]
+    assert (crop["start"], crop["end"], crop["gain"], crop["clipped"], crop["label"]) == (4.0, 8.0, 0.3, True, "crop_video(start=4, end=8)")
+    assert (zoom["time"], zoom["box"], zoom["box_iou"], zoom["gain"], zoom["start"]) == (6.5, [0.5, 0.5, 1.0, 0.9], 0.4, None, None)
+    assert zoom["label"] == "zoom(time=6.4, box=[0.5, 0.5, 1, 0.9])"  # the arguments as the tool read them (box clipped)
+    # the box is drawn on the nearest whole frame: the crop's 6.0 s frame beats the initial 7.2 s one
+    assert zoom["frame"] == {"t": 6.0, "url": "/f/6.0.jpg", "masked": False, "source": "turn 0", "dt": 0.5}
+    assert (other["label"], other["times"], other["box"], other["start"]) == ("frame_at(time=7)", [7.0], None, None)
+    assert bad["rejected"] and bad["reason"].startswith("zoom box needs") and bad["label"] == "zoom(time=2, box=[0.6, 0.1, 0.2, 0.3])"
+    assert bad["time"] == 2.0 and bad["frame"] is not None  # where it would have looked
+    # a zoom after a zoom: the first zoom's region is not a whole frame to draw on
+    again = call_records(turns[:2] + [dict(turns[1], index=2)], [frames(4.5), frames(6.4), frames(6.4)], [])
+    assert again[2]["frame"]["t"] == 4.5
+    assert call_label("t", {"s": "x", "n": None, "f": 1 / 3, "deep": {"a": [1]}}) == 't(s="x", n=null, f=0.333, deep={"a": [1]})'
 
 
 def test_segments_and_mask_ranges():

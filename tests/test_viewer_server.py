@@ -191,12 +191,17 @@ def test_play_one_episode_is_saved(play_setup):
         assert [s["id"] for s in samples] == ["idx-1"]
         st = post_json(srv, "/api/play/start", {"sample_id": "idx-1"})
         assert len(st["frames"]) == 8 and st["duration"] == pytest.approx(20.0)
+        assert [t["function"]["name"] for t in st["tools"]] == ["crop_video"]  # the env's tools: the page offers these
         code, ctype, body = request(srv, st["frames"][0]["url"])
         assert code == 200 and ctype == "image/jpeg" and body[:2] == b"\xff\xd8"
+        # the version-1 shape of a crop, as earlier pages sent it, still works
         bad = post_json(srv, "/api/play/step", {"session": st["session"], "action": {"type": "crop_video", "start": 15, "end": 11}})
         assert bad["error"].startswith("crop_video needs start < end") and bad["frames"] == []
-        crop = post_json(srv, "/api/play/step", {"session": st["session"], "action": {"type": "crop_video", "start": 11.5, "end": 14, "think": "the flash"}})
-        assert crop["error"] is None and crop["call"]["start"] == 11.5
+        assert [(c["n"], c["rejected"], c["label"]) for c in bad["calls"]] == [(1, True, "crop_video(start=15, end=11)")]
+        crop = post_json(srv, "/api/play/step", {"session": st["session"], "action": {
+            "type": "tool_call", "name": "crop_video", "arguments": {"start": 11.5, "end": 14}, "think": "the flash"}})
+        assert crop["error"] is None and crop["call"]["start"] == 11.5 and crop["call"]["tool"] == "crop_video"
+        assert [(c["n"], c["start"], c["end"], c["gain"]) for c in crop["calls"]] == [(1, 15.0, 11.0, None), (2, 11.5, 14.0, None)]
         # the answer key stays on the server until the episode ends: no evidence, no crop gain, no clues
         assert "evidence" not in crop and "gain" not in crop["call"] and "evidence" not in st
         assert "clue_intervals" not in st and "clue_intervals" not in crop and st["has_clues"] is True
@@ -204,11 +209,12 @@ def test_play_one_episode_is_saved(play_setup):
         end = post_json(srv, "/api/play/step", {"session": st["session"], "action": {"type": "answer", "text": "B"}})
         assert end["terminated"] and end["correct"] is True and end["saved"]["ok"]
         assert end["evidence"]["coverage"] == pytest.approx(1.0) and end["clue_intervals"] == [[12.0, 13.5]]
-        assert [(c["turn"], c["start"], c["end"]) for c in end["calls"]] == [(1, 11.5, 14.0)] and end["calls"][0]["gain"] > 0
+        accepted = [c for c in end["calls"] if not c["rejected"]]
+        assert [(c["turn"], c["start"], c["end"]) for c in accepted] == [(1, 11.5, 14.0)] and accepted[0]["gain"] > 0
         assert "ended" in post_json(srv, "/api/play/step", {"session": st["session"], "action": {"type": "answer", "text": "B"}}, 400)["error"]
         saved = Trajectory.model_validate_json((run / "play" / "trajectories.jsonl").read_text().splitlines()[0])
         assert "play" not in saved.metrics  # the clues were never asked for
-        assert saved.policy == "human" and saved.correct is True and [t.action["type"] for t in saved.turns] == ["crop_video", "crop_video", "answer"]
+        assert saved.policy == "human" and saved.correct is True and [t.tool_name for t in saved.turns] == ["crop_video", "crop_video", None]
         assert saved.turns[1].assistant.startswith("<think>the flash</think><tool_call>")
         view = get_json(srv, "/api/episode?run=play&id=" + saved.episode_id.replace("/", "%2F"))["episode"]
         assert view["issues"] == [] and len(view["turns"][1]["observation"]["frames"]) == len(crop["frames"])
@@ -223,6 +229,12 @@ def test_play_one_episode_is_saved(play_setup):
         assert "not an open play session" in post_json(srv, "/api/play/clues", {"session": "zzz"}, 400)["error"]
         assert "not in" in post_json(srv, "/api/play/start", {"sample_id": "nope"}, 400)["error"]
         assert "action.type" in post_json(srv, "/api/play/step", {"session": st["session"], "action": {"type": "dance"}}, 400)["error"]
+        for action, wrong in [({"type": "tool_call", "arguments": {}}, "action.name"), ({"type": "tool_call", "name": "zoom", "arguments": [1]}, "action.arguments"),
+                              ({"type": "crop_video", "start": "soon", "end": 2}, "action.start")]:  # fmt: skip
+            assert wrong in post_json(srv, "/api/play/step", {"session": peek["session"], "action": action}, 400)["error"]
+        other = post_json(srv, "/api/play/start", {"sample_id": "idx-1"})
+        unknown = post_json(srv, "/api/play/step", {"session": other["session"], "action": {"type": "tool_call", "name": "zoom", "arguments": {"time": 1}}})
+        assert unknown["error"].startswith("unknown tool 'zoom'; this episode's tools: crop_video")  # the env, not the page, judges a call
         assert "not an open play session" in post_json(srv, "/api/play/step", {"session": "zzz", "action": {"type": "text", "text": ""}}, 400)["error"]
     finally:
         srv.shutdown()

@@ -300,7 +300,7 @@ def test_browser_training_page_charts_slider_groups_tokens(page, site, train_run
         assert values == [[m["step"], pytest.approx(m[name])] for m in metrics], name
     comps = page.locator("svg.chart[data-title^='reward components'] circle").evaluate_all("els => [...new Set(els.map(e => e.dataset.series))]")
     assert {"accuracy", "timestamp", "delta_mask"} <= set(comps)
-    pushes = page.locator("svg.chart[data-title^='push on crop calls'] circle").evaluate_all("els => els.map(e => [e.dataset.series, Number(e.dataset.step), Number(e.dataset.value)])")
+    pushes = page.locator("svg.chart[data-title^='push on tool calls'] circle").evaluate_all("els => els.map(e => [e.dataset.series, Number(e.dataset.step), Number(e.dataset.value)])")
     want = [[k[len("push/calls/"):], m["step"], pytest.approx(m[k])] for k in metrics[0] if k.startswith("push/calls/") for m in metrics if k in m]
     assert {"accuracy", "delta_mask"} <= {p[0] for p in pushes} and sorted(pushes) == sorted(want)
     page.locator("#step-slider").fill("1")  # the slider jumps to step 1's groups

@@ -76,8 +76,9 @@ def test_legacy_dump_lines_carry_the_episode_and_rebuild_it(legacy_run, index_sa
     record = out.non_tensor_batch["videoseek"][0]
     assert ep["question"] == index_sample_module.question and ep["answer"] == "B" and ep["prediction"] == "B"
     assert ep["clue_intervals"] == [[12.0, 13.5]]
-    assert [(c["start"], c["end"], c["rejected"]) for c in ep["calls"]] == [(11.5, 14.0, False)]
+    assert [(c["tool"], c["start"], c["end"], c["rejected"]) for c in ep["calls"]] == [("crop_video", 11.5, 14.0, False)]
     assert ep["calls"][0]["gain"] == pytest.approx(record["evidence"]["score"])  # the env's evidence state, replayed
+    assert ep["schema_version"] == 2 and ep["issues"] == []
     assert ep["turns"][-1]["evidence"]["coverage"] == pytest.approx(record["evidence"]["coverage"])
     assert ep["reward_components"] == pytest.approx(record["reward_components"])
     explained = ep["reward_explained"]
@@ -157,7 +158,7 @@ def test_v1_training_dump_is_joined_with_the_agent_loops_episodes(v1_run, index_
     right = app.api_episode({"run": ["A@s1"], "i": [str(by_correct[True]["index"])]})["episode"]
     record = next(r for r in records.values() if r["calls"])
     assert right["question"] == index_sample_module.question and right["clue_intervals"] == [[12.0, 13.5]]
-    assert [t["action"]["type"] for t in right["turns"]] == ["crop_video", "answer"] and right["prediction"] == "B"
+    assert [(t["action"]["type"], t["action"].get("name")) for t in right["turns"]] == [("tool_call", "crop_video"), ("answer", None)] and right["prediction"] == "B"
     assert [(c["start"], c["end"], c["rejected"]) for c in right["calls"]] == [(11.5, 14.0, False)]
     assert right["calls"][0]["gain"] == pytest.approx(record["evidence"]["score"])  # the env's evidence state, replayed
     assert right["turns"][-1]["evidence"]["coverage"] == pytest.approx(record["evidence"]["coverage"])
@@ -201,8 +202,8 @@ def test_v1_dump_without_the_episode_dump_is_read_from_its_text(v1_run, tmp_path
     assert group["n"] == 2 and sorted(r["correct"] for r in group["rollouts"]) == [False, True]
     by_correct = {r["correct"]: r for r in group["rollouts"]}
     right = app.api_episode({"run": ["A@s1"], "i": [str(by_correct[True]["index"])]})["episode"]
-    assert [t["action"]["type"] for t in right["turns"]] == ["crop_video", "answer"]
-    assert [(c["start"], c["end"]) for c in right["calls"]] == [(11.5, 14.0)]
+    assert [(t["action"]["type"], t["action"].get("name")) for t in right["turns"]] == [("tool_call", "crop_video"), ("answer", None)]
+    assert [(c["tool"], c["start"], c["end"]) for c in right["calls"]] == [("crop_video", 11.5, 14.0)]
     assert right["turns"][0]["observation"]["text"].startswith("crop_video returned")  # the tool's answer, from the decoded text
     assert right["prediction"] == "B" and "Which colour flashes?" in right["question"] and right["clue_intervals"] == []
     app.close()
@@ -289,7 +290,8 @@ def test_rows_not_from_the_agent_loop_are_read_from_their_text_with_their_sample
     app = ViewerApp([tmp_path / "run"])
     ep = app.api_episode({"run": ["A@s7"], "i": ["0"]})["episode"]
     assert ep["sample_id"] == "idx-1" and ep["question"] == index_sample_module.question and ep["clue_intervals"] == [[12.0, 13.5]]
-    assert [t["action"]["type"] for t in ep["turns"]] == ["crop_video", "answer"] and ep["prediction"] == "B" and ep["correct"] is True
+    assert [(t["action"]["type"], t["action"].get("name")) for t in ep["turns"]] == [("tool_call", "crop_video"), ("answer", None)]
+    assert ep["prediction"] == "B" and ep["correct"] is True
     assert [(c["start"], c["end"]) for c in ep["calls"]] == [(11.5, 14.0)]
     assert ep["turns"][0]["observation"]["text"].startswith("crop_video returned 4 frames")
     app.close()

@@ -26,6 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 picks a free one)")
     parser.add_argument("--data", type=Path, default=None, help="samples.jsonl for play mode (default: the run's run.json 'data' or RUN/samples.jsonl)")
     parser.add_argument("--env-config", type=Path, default=None, help="JSON file with EnvConfig fields for play mode")
+    parser.add_argument("--tools", default=None, metavar="TOOL,TOOL,...",
+                        help="the tools play mode offers (EnvConfig.tools), comma-separated names or import paths "
+                        "(default: --env-config's, else the tools the run's run.json records, else EnvConfig's)")  # fmt: skip
     parser.add_argument("--export", type=Path, default=None, metavar="OUT.html", help="write one self-contained HTML file instead of serving")
     parser.add_argument("--limit", type=int, default=500, help="episodes per run in an export (default 500; file order)")
     parser.add_argument("--thumb", type=int, default=160, help="longest side of exported frame thumbnails in pixels (default 160)")
@@ -58,6 +61,26 @@ def load_env_config(path: Path | None):
     except ValidationError as exc:
         first = exc.errors()[0]
         raise UserError(f"{path}: env config field {'.'.join(map(str, first['loc'])) or '?'}: {first['msg']}") from None
+
+
+def play_env_config(args: argparse.Namespace, run_dir: Path):
+    """The `EnvConfig` of play mode: --env-config's fields, with the tools of --tools, else of the
+    env config file, else the ones the run's run.json records (so play offers the run's tools)."""
+    config = load_env_config(args.env_config)
+    tools = [t.strip() for t in args.tools.split(",") if t.strip()] if args.tools is not None else None
+    if tools is None and args.env_config is None:
+        from videoseek.agents.run_record import recorded_tools
+
+        tools = recorded_tools(run_dir)
+    if tools is None:
+        return config
+    from videoseek.envs import EnvConfig
+
+    try:
+        return EnvConfig.model_validate({**(config.model_dump() if config is not None else {}), "tools": tools})
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError: "unknown tool 'x'; ..."
+        first = exc.errors()[0]["msg"].removeprefix("Value error, ") if hasattr(exc, "errors") else str(exc)
+        raise UserError(f"--tools: {first}") from None
 
 
 def is_loopback(host: str) -> bool:
@@ -94,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     data = args.data
     if data is not None and not data.is_file():
         raise UserError(f"{data}: --data file not found")
-    play = PlayManager(data or find_samples_file(runs[0]), runs[0] / "play", load_env_config(args.env_config))
+    play = PlayManager(data or find_samples_file(runs[0]), runs[0] / "play", play_env_config(args, runs[0]))
     app = ViewerApp(runs, play=play)
     started = time.perf_counter()
     parent = app.api_runs()["parent"]

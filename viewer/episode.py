@@ -1,12 +1,15 @@
 """Turn one raw trajectory (a parsed JSONL line) into the view model the page draws.
 
 The page never interprets the trajectory format itself: this module does, so the format's
-reading is in one tested place (docs/architecture.md, "Trajectory files", schema_version 1).
-What it derives:
+reading is in one tested place (docs/architecture.md, "Trajectory files"; schema_version 2, and
+version-1 files as they were written). What it derives:
 
-- `calls`: every crop_video attempt in order, numbered from 1, with its span, evidence gain
-  (CS-GRPO's g_k = E_k - E_{k-1}, seed 003), and flags: duplicate (tIoU > threshold with an earlier
-  call, as recorded by the env), fragment, clipped, rejected (with the env's reason);
+- `calls`: every tool call attempt in order, numbered from 1, whatever its tool, drawn from what it
+  returned (`call_record`): a time span (crop_video) with its evidence gain (CS-GRPO's
+  g_k = E_k - E_{k-1}, seed 003) and flags duplicate (tIoU > threshold with an earlier call, as
+  recorded by the env), fragment, clipped; a box on one frame (zoom) with its IoU against the key
+  frames and the nearest frame to draw it on; the times of the frames any other tool returned;
+  and for every call its `name(arguments)` label, or, rejected, the env's reason;
 - `masked_ranges`: the perturbed time ranges of a DM-GRPO masked group (seed 002), from the
   group's perturbation and from frames marked `masked`;
 - `segments` of each assistant turn: think / tool call / answer spans for highlighting;
@@ -17,13 +20,16 @@ What it derives:
 
 from __future__ import annotations
 
+import json
+import math
 import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from videoseek.envs.actions import tool_call_of
 from videoseek.viewer.paths import UnsafePath, resolve_inside
-from videoseek.viewer.runindex import SCHEMA_VERSION, as_dict, as_float, as_list, as_str
+from videoseek.viewer.runindex import SCHEMA_VERSIONS, as_dict, as_float, as_list, as_str
 
 MAX_ISSUES = 20  # more than this many are summarised as "and N more"
 
@@ -127,27 +133,122 @@ def _action(turn: dict[str, Any]) -> dict[str, Any]:
     return {**action, "type": as_str(action.get("type")) or "unknown"}
 
 
-def _call_record(n: int, turn: dict[str, Any]) -> dict[str, Any] | None:
-    """The numbered crop-call record of one turn, or None if the turn made no call attempt."""
-    action = _action(turn)
-    call = turn.get("call")
-    evidence = as_dict(turn.get("evidence"))
-    index = turn.get("index")
-    if isinstance(call, dict):
-        dup = call.get("duplicate_of")
-        return {
-            "n": n, "turn": index, "start": as_float(call.get("start")), "end": as_float(call.get("end")),
-            "gain": as_float(call.get("gain", evidence.get("gain"))), "duplicate_of": dup if isinstance(dup, int) else None,
-            "fragment": bool(call.get("fragment")), "clipped": bool(call.get("clipped")),
-            "rejected": False, "reason": None,
-        }
-    if action["type"] in ("crop_video", "invalid") and turn.get("error"):
-        return {
-            "n": n, "turn": index, "start": as_float(action.get("start")), "end": as_float(action.get("end")),
-            "gain": None, "duplicate_of": None, "fragment": False, "clipped": False,
-            "rejected": True, "reason": as_str(turn.get("error")),
-        }
+MAX_LABEL = 160  # characters of a call's `name(arguments)` label
+
+
+def _value_text(value: Any) -> str:
+    """An argument value as the label shows it: numbers to 3 decimals, lists in brackets, text quoted."""
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    if isinstance(value, (int, float)):
+        return format(round(value, 3), "g") if math.isfinite(value) else str(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_value_text(v) for v in value) + "]"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def call_label(name: str, arguments: Any) -> str:
+    """`name(key=value, ...)`: how the page names a call of any tool.
+
+    >>> call_label("zoom", {"time": 12.5, "box": [0.1, 0.2, 0.35, 0.4]})
+    'zoom(time=12.5, box=[0.1, 0.2, 0.35, 0.4])'
+    """
+    args = ", ".join(f"{k}={_value_text(v)}" for k, v in as_dict(arguments).items())
+    text = f"{name or '?'}({args})"
+    return text if len(text) <= MAX_LABEL else text[: MAX_LABEL - 1] + "…"
+
+
+def _box(value: Any) -> list[float] | None:
+    """[x1, y1, x2, y2] when `value` is four finite numbers, else None."""
+    if isinstance(value, (list, tuple)) and len(value) == 4:
+        box = [as_float(v) for v in value]
+        if all(v is not None for v in box):
+            return box  # type: ignore[return-value]
     return None
+
+
+def _nearest_frame(time: float, frames: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The servable frame shown closest to `time` among `frames` (the initial and earlier retrieved
+    frames), with its distance `dt`; the page draws a zoom's box on it."""
+    best = None
+    for f in frames:
+        if f.get("url") and f.get("t") is not None and (best is None or abs(f["t"] - time) < abs(best["t"] - time)):
+            best = f
+    if best is None:
+        return None
+    return {"t": best["t"], "url": best["url"], "masked": bool(best.get("masked")), "source": best.get("source", ""), "dt": abs(best["t"] - time)}
+
+
+def call_record(n: int, turn: dict[str, Any], frames: list[dict[str, Any]], context: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The numbered record of one turn's tool call, accepted or rejected; None for a turn without one.
+
+    The record is drawn from what the call returned, whatever its tool: `start`/`end` (a span, such
+    as crop_video's) with the span's evidence `gain`, duplicate and fragment flags; `time`/`box` (a
+    region of one frame, such as zoom's) with its `box_iou` and the `frame` nearest in time among
+    `context` to draw the box on; `times` of the frames it returned (`frames`, the turn's viewed
+    frames); and always `tool`, `arguments` and `label` (`name(arguments)`). A rejected call keeps
+    the arguments as written and the env's `reason`. Version-1 turns (a crop_video action with
+    start/end, a call without tool and arguments) read the same.
+    """
+    action = _action(turn)
+    named = tool_call_of(action)
+    call = turn.get("call") if isinstance(turn.get("call"), dict) else None
+    error = None if turn.get("error") in (None, "") else as_str(turn.get("error"))
+    if call is None and not (error and (named is not None or action["type"] == "invalid")):
+        return None
+    name, written = named if named is not None else ("", {})
+    record: dict[str, Any] = {
+        "n": n, "turn": turn.get("index"), "index": None, "tool": name, "arguments": written, "label": "",
+        "start": None, "end": None, "time": None, "box": None, "box_iou": None, "frame": None,
+        "times": [f["t"] for f in frames if f.get("t") is not None],
+        "gain": None, "duplicate_of": None, "duplicate_of_n": None, "fragment": False, "clipped": False,
+        "rejected": call is None, "reason": error if call is None else None,
+    }  # fmt: skip
+    if call is not None:
+        record["tool"] = as_str(call.get("tool")) or name
+        read = call.get("arguments")
+        span = {k: call.get(k) for k in ("start", "end") if as_float(call.get(k)) is not None}
+        # what the tool read; a version-1 call has no arguments but its (clipped) span
+        record["arguments"] = dict(read) if isinstance(read, dict) and read else span or written
+        index, dup = call.get("index"), call.get("duplicate_of")
+        record.update(index=index if isinstance(index, int) else None, clipped=bool(call.get("clipped")),
+                      start=as_float(call.get("start")), end=as_float(call.get("end")),
+                      time=as_float(call.get("time")), box=_box(call.get("box")), box_iou=as_float(call.get("box_iou")))
+        if record["start"] is not None and record["end"] is not None:
+            evidence = as_dict(turn.get("evidence"))
+            record.update(gain=as_float(call.get("gain", evidence.get("gain"))), duplicate_of=dup if isinstance(dup, int) else None,
+                          fragment=bool(call.get("fragment")))
+    else:  # where a rejected call would have looked, from its arguments as written
+        record.update(start=as_float(written.get("start")), end=as_float(written.get("end")), time=as_float(written.get("time")),
+                      box=_box(written.get("box")))
+    if record["time"] is not None and record["box"] is not None:
+        record["frame"] = _nearest_frame(record["time"], context)
+    record["label"] = call_label(record["tool"], record["arguments"]) if record["tool"] else "invalid call"
+    return record
+
+
+def call_records(turns: list[Any], turn_frames: list[list[dict[str, Any]]], initial_frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The call records of an episode's `turns` (raw turn dicts), numbered from 1 over every attempt.
+
+    `turn_frames` are each turn's viewed frames ({t, url, ...}); a zoom's box is drawn on the nearest
+    initial or earlier retrieved frame, so frames of calls that returned a region are not used for
+    that. `duplicate_of_n` is the number of the call that `duplicate_of` (an accepted call's index) names.
+    """
+    calls: list[dict[str, Any]] = []
+    context = [{**f, "source": "initial"} for f in initial_frames]
+    for turn, frames in zip(turns, turn_frames):
+        turn = as_dict(turn)
+        record = call_record(len(calls) + 1, turn, frames, context)
+        if record is not None:
+            calls.append(record)
+        if record is None or record["rejected"] or record["box"] is None:
+            context.extend({**f, "source": f"turn {turn.get('index')}"} for f in frames)
+    numbers = {c["index"]: c["n"] for c in calls if c["index"] is not None}
+    for c in calls:
+        c["duplicate_of_n"] = numbers.get(c["duplicate_of"])
+    return calls
 
 
 def _turn_view(turn: Any, k: int, frames: FrameResolver) -> dict[str, Any]:
@@ -198,19 +299,14 @@ def episode_view(raw: Any, root: Path, url_for: Callable[[str], str], meta: dict
         return {**meta, "issues": [f"expected a JSON object, got {type(raw).__name__}"], "turns": [], "calls": []}
     issues: list[str] = []
     version = raw.get("schema_version")
-    if version != SCHEMA_VERSION:
-        issues.append(f"unknown schema_version {version!r} (this viewer reads {SCHEMA_VERSION}); showing what it can")
+    if version not in SCHEMA_VERSIONS:
+        issues.append(f"unknown schema_version {version!r} (this viewer reads {' and '.join(map(str, SCHEMA_VERSIONS))}); showing what it can")
     issues.extend(_check_types(raw))
     frames = FrameResolver(root, url_for)
     initial = as_dict(raw.get("initial"))
     initial_view = {"text": as_str(initial.get("text")), "frames": frames.frames(initial.get("frames"), "initial")}
     turns = [_turn_view(t, k, frames) for k, t in enumerate(as_list(raw.get("turns")))]
-    calls, n = [], 0
-    for turn in as_list(raw.get("turns")):
-        record = _call_record(n + 1, as_dict(turn))
-        if record is not None:
-            n += 1
-            calls.append(record)
+    calls = call_records(as_list(raw.get("turns")), [t["observation"]["frames"] for t in turns], initial_view["frames"])
     group = as_dict(raw.get("group"))
     masked = masked_ranges(group.get("perturbation"))
     issues.extend(frames.problems[:MAX_ISSUES])
@@ -261,5 +357,6 @@ def timeline_end(view: dict[str, Any]) -> float:
     if view.get("duration"):
         return float(view["duration"])
     times = [e for _, e in view.get("clue_intervals", [])] + [c["end"] for c in view.get("calls", []) if c.get("end")]
+    times += [c["time"] for c in view.get("calls", []) if c.get("time")] + [t for c in view.get("calls", []) for t in c.get("times", [])]
     times += [f["t"] for f in view.get("initial", {}).get("frames", []) if f.get("t") is not None]
     return max(times, default=1.0) or 1.0

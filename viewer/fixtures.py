@@ -7,6 +7,9 @@ group advantages (r - mean) / (std + eps) as in GRPO (`videoseek.rewards.group_a
 (a colour per second, the timestamp written in), masked frames are black, as DM-GRPO's masked group
 zeroes pixels (seed 002). Each sample gets one episode of each kind the viewer must draw: a good
 search, a rejected call, a duplicate call, a fragment, a wrong answer, and an optional masked twin.
+The calls are of the first built-in tool (`CropVideoTool`, a time span). Runs are written as
+trajectory schema 2, or with `schema_version=1` as files of that version were (a crop action with
+start/end, the call's `requested` as a pair), for the viewer's compatibility tests.
 """
 
 from __future__ import annotations
@@ -18,10 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from PIL import Image, ImageDraw
+from videoseek.envs.tools import CropVideoTool
 from videoseek.rewards.advantage import group_advantages
 from videoseek.rewards.intervals import intersection, measure, tiou, union
 
 FRAME_SIZE = (96, 64)
+SPAN_TOOL = CropVideoTool.name  # the tool the scripted episodes call
 
 
 def frame_jpeg(t: float, masked: bool = False) -> bytes:
@@ -80,7 +85,15 @@ def _script(g: int, duration: float, clue: tuple[float, float]) -> list[tuple[st
     return [("invalid",), ("crop", (s, s + 1.0)), ("crop", (s + 1.0, s + 2.0)), ("answer", "B")]  # a malformed call, adjacent fragments
 
 
-def _episode(run: Path, sample: dict[str, Any], g: int, policy: str, perturbation: dict[str, Any] | None, write_frames: bool) -> dict[str, Any]:
+def _call_action(s: float, e: float, version: int) -> dict[str, Any]:
+    """The recorded action of a span call, as trajectory `version` writes it."""
+    if version == 1:
+        return {"type": SPAN_TOOL, "start": s, "end": e}
+    return {"type": "tool_call", "name": SPAN_TOOL, "arguments": {"start": s, "end": e}}
+
+
+def _episode(run: Path, sample: dict[str, Any], g: int, policy: str, perturbation: dict[str, Any] | None, write_frames: bool,
+             version: int = 2) -> dict[str, Any]:
     sid, duration, clue = sample["id"], sample["duration"], tuple(sample["clue_intervals"][0])
     role = "perturbed" if perturbation else "origin"
     episode_id = f"{sid}/mask/g{g}" if perturbation else f"{sid}/g{g}"
@@ -105,19 +118,21 @@ def _episode(run: Path, sample: dict[str, Any], g: int, policy: str, perturbatio
             call = {"index": len(calls) - 1, "start": s, "end": e, "requested": [s, e], "clipped": False, "gain": ev["gain"],
                     "duplicate_of": dup, "fragment": len(calls) > 1 and dup is None and abs(calls[-2][1] - s) < 1e-9,
                     "best_prior_tiou": best}
-            turn.update(assistant=f'<think>Look at {s:.1f}-{e:.1f}.</think><tool_call>{{"name": "crop_video", "arguments": {{"start": {s}, "end": {e}}}}}</tool_call>',
-                        action={"type": "crop_video", "start": s, "end": e}, think=f"Look at {s:.1f}-{e:.1f}.", call=call, evidence=ev)
+            if version != 1:
+                call.update(tool=SPAN_TOOL, arguments={"start": s, "end": e}, requested={"start": s, "end": e})
+            turn.update(assistant=f"<think>Look at {s:.1f}-{e:.1f}.</think>" + CropVideoTool.call_text({"start": s, "end": e}),
+                        action=_call_action(s, e, version), think=f"Look at {s:.1f}-{e:.1f}.", call=call, evidence=ev)
             obs_times = _span_times(s, e)
             obs_text = f"Frames from {s:.1f}s to {e:.1f}s."
         elif step[0] == "bad":  # rejected by the env's semantic check, as VideoSeekEnv words it
             s, e = step[1]
-            error = f"crop_video needs start < end, got start={s:g}, end={e:g}"
-            turn.update(assistant=f'<tool_call>{{"name": "crop_video", "arguments": {{"start": {s}, "end": {e}}}}}</tool_call>',
-                        action={"type": "crop_video", "start": s, "end": e}, error=error, evidence={**evidence_after(calls, [clue]), "gain": None})
+            error = f"{SPAN_TOOL} needs start < end, got start={s:g}, end={e:g}"
+            turn.update(assistant=CropVideoTool.call_text({"start": s, "end": e}),
+                        action=_call_action(s, e, version), error=error, evidence={**evidence_after(calls, [clue]), "gain": None})
             obs_text = f"Error: {error}"
         elif step[0] == "invalid":  # malformed JSON that the lenient parser could not repair
             reason = "tool call arguments are not valid JSON"
-            turn.update(assistant="<tool_call>{'name': 'crop_video', 'arguments': {'start': 1,</tool_call>",
+            turn.update(assistant=f"<tool_call>{{'name': '{SPAN_TOOL}', 'arguments': {{'start': 1,</tool_call>",
                         action={"type": "invalid", "reason": reason}, error=reason, repairs=["single quotes replaced by double quotes"],
                         evidence={**evidence_after(calls, [clue]), "gain": None})
             obs_text = f"Error: {reason}."
@@ -136,7 +151,7 @@ def _episode(run: Path, sample: dict[str, Any], g: int, policy: str, perturbatio
     correct = prediction == sample["answer"]
     components = {"accuracy": float(correct), "format": 1.0, "clue_seek": round(evidence_after(calls, [clue])["coverage"] * 0.5, 6)}
     return {
-        "schema_version": 1, "episode_id": episode_id, "sample_id": sid, "policy": policy,
+        "schema_version": version, "episode_id": episode_id, "sample_id": sid, "policy": policy,
         "group": {"id": sid, "index": g, "role": role, "perturbation": perturbation},
         "question": sample["question"], "options": sample["options"], "answer": sample["answer"],
         "problem_type": sample["problem_type"], "duration": duration, "clue_intervals": [list(clue)],
@@ -168,22 +183,22 @@ def _with_advantages(episodes: list[dict[str, Any]]) -> None:
 
 
 def write_fixture_run(run_dir: str | Path, n_samples: int = 3, group_size: int = 4, policy: str = "oracle",
-                      perturbed: bool = True, write_frames: bool = True) -> Path:
+                      perturbed: bool = True, write_frames: bool = True, schema_version: int = 2) -> Path:
     """Write `run_dir/trajectories.jsonl` (+ `frames/`) and return the path of the JSONL file.
 
     Each sample gets `group_size` origin episodes and, with `perturbed`, as many masked ones whose
     mask covers the clue interval. With `write_frames=False` frame refs have `path: null` (fast
-    large runs for index tests).
+    large runs for index tests). `schema_version=1` writes the episodes as version-1 files held them.
     """
     run = Path(run_dir)
     run.mkdir(parents=True, exist_ok=True)
     out = run / "trajectories.jsonl"
     with out.open("w", encoding="utf-8") as fh:
         for sample in fixture_samples(n_samples):
-            group = [_episode(run, sample, g, policy, None, write_frames) for g in range(group_size)]
+            group = [_episode(run, sample, g, policy, None, write_frames, schema_version) for g in range(group_size)]
             if perturbed:
                 mask = {"kind": "mask", "time_range": list(sample["clue_intervals"][0]), "oracle_correct": False}
-                group += [_episode(run, sample, g, policy, mask, write_frames) for g in range(group_size)]
+                group += [_episode(run, sample, g, policy, mask, write_frames, schema_version) for g in range(group_size)]
             _with_advantages(group[:group_size])  # only the origin group gets GRPO advantages
             for ep in group:
                 fh.write(json.dumps(ep) + "\n")

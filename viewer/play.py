@@ -1,12 +1,14 @@
 """Play mode: a person acts as the agent through the same `VideoSeekEnv` a policy uses.
 
-The page turns each gesture into the assistant text a model would write (default Hermes dialect):
-a drag on the timeline becomes `<tool_call>{"name": "crop_video", "arguments": {...}}</tool_call>`,
+The page offers the env's own tools (`info["tools"]`, the configured `EnvConfig.tools`) and turns
+each gesture into the assistant text a model would write (default Hermes dialect): a call of any
+tool becomes `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` (a drag on the timeline
+fills a tool's `start`/`end`, or its `time`; a box dragged on a frame fills its `time` and `box`),
 a typed answer becomes `<answer>...</answer>`, an optional note becomes `<think>...</think>`; raw
-text can be sent as is. So play goes through the env's own parser, evidence state and rewards, and
-the saved episode is a normal trajectory (policy "human") whose assistant texts can serve as
-demonstrations. Finished episodes are written with the rollout runner's `TrajectoryWriter` to
-`RUN/play/trajectories.jsonl` and `RUN/play/frames/`.
+text can be sent as is. So play goes through the env's own parser, tools, evidence state and
+rewards, and the saved episode is a normal trajectory (policy "human") whose assistant texts can
+serve as demonstrations. Finished episodes are written with the rollout runner's
+`TrajectoryWriter` to `RUN/play/trajectories.jsonl` and `RUN/play/frames/`.
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ from PIL import Image
 
 MAX_SESSIONS = 8  # open play sessions kept; the oldest is dropped (its env closed) beyond this
 MAX_TEXT = 8000  # characters of one typed turn
+MAX_NAME = 100  # characters of a tool name
+# Computed from the answer key (clue intervals, key-frame boxes): sent only once the episode has ended.
+ANSWER_KEY_FIELDS = ("gain", "best_prior_tiou", "box_iou")
 POLICY_NAME = "human"
 SAMPLE_FILES = ("samples.jsonl", "data.jsonl")  # looked for in the run folder when --data is not given
 
@@ -76,10 +81,11 @@ def find_samples_file(run_dir: Path) -> Path | None:
     return None
 
 
-def tool_call_text(start: float, end: float, think: str = "") -> str:
-    """The Hermes-dialect assistant text for a crop call (with an optional think part)."""
-    call = json.dumps({"name": "crop_video", "arguments": {"start": round(start, 3), "end": round(end, 3)}})
-    return (f"<think>{think}</think>" if think else "") + f"<tool_call>{call}</tool_call>"
+def tool_call_text(name: str, arguments: dict[str, Any], think: str = "") -> str:
+    """The Hermes-dialect assistant text for a call of tool `name` (with an optional think part)."""
+    from videoseek.envs.actions import ToolCall, action_to_text
+
+    return (f"<think>{think}</think>" if think else "") + action_to_text(ToolCall(name, arguments))
 
 
 def answer_text(answer: str, think: str = "") -> str:
@@ -90,27 +96,41 @@ def answer_text(answer: str, think: str = "") -> str:
 def assistant_text(action: Any) -> str:
     """The assistant text for a play action from the page; `ValueError` names what is wrong.
 
-    Actions: {"type": "crop_video", "start", "end", "think"?}, {"type": "answer", "text",
-    "think"?}, {"type": "text", "text"} (raw, sent through the parser unchanged).
+    Actions: {"type": "tool_call", "name", "arguments", "think"?} (any tool; the env checks the
+    name and arguments, as for a model's call), {"type": "answer", "text", "think"?}, {"type":
+    "text", "text"} (raw, sent through the parser unchanged), and the version-1 shape of a span
+    call {"type": <tool>, "start", "end", "think"?} (times written to the millisecond).
     """
+    from videoseek.envs.actions import tool_call_of
+
     if not isinstance(action, dict):
         raise ValueError("action must be an object with a 'type'")  # noqa: TRY004 - answered as a bad request
     kind = action.get("type")
     think = action.get("think") or ""
     if not isinstance(think, str) or len(think) > MAX_TEXT:
         raise ValueError(f"action.think must be text of at most {MAX_TEXT} characters")
-    if kind == "crop_video":
-        try:
-            start, end = float(action["start"]), float(action["end"])
-        except (KeyError, TypeError, ValueError):
-            raise ValueError("action.start and action.end must be numbers (seconds)") from None
-        return tool_call_text(start, end, think)
     if kind in ("answer", "text"):
         text = action.get("text")
         if not isinstance(text, str) or len(text) > MAX_TEXT:
             raise ValueError(f"action.text must be text of at most {MAX_TEXT} characters")
         return answer_text(text.strip(), think) if kind == "answer" else text
-    raise ValueError(f"action.type {kind!r} is not one of crop_video, answer, text")
+    if kind == "tool_call":
+        name, arguments = action.get("name"), action.get("arguments", {})
+        if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME:
+            raise ValueError(f"action.name must be a tool name of at most {MAX_NAME} characters")
+        if not isinstance(arguments, dict):
+            raise ValueError("action.arguments must be an object of the tool's arguments")
+        if len(json.dumps(arguments, default=str)) > MAX_TEXT:
+            raise ValueError(f"action.arguments must be at most {MAX_TEXT} characters as JSON")
+        return tool_call_text(name.strip(), arguments, think)
+    named = tool_call_of(action) if isinstance(kind, str) else None
+    if named is not None:  # the version-1 span call
+        try:
+            start, end = float(action["start"]), float(action["end"])
+        except (KeyError, TypeError, ValueError):
+            raise ValueError("action.start and action.end must be numbers (seconds)") from None
+        return tool_call_text(named[0], {"start": round(start, 3), "end": round(end, 3)}, think)
+    raise ValueError(f"action.type {kind!r} is not one of tool_call, answer, text")
 
 
 def jpeg_bytes(frame: np.ndarray, quality: int = 85) -> bytes:
@@ -200,6 +220,7 @@ class PlayManager:
             "options": sample.options, "problem_type": sample.problem_type.value, "duration": env.duration,
             "has_clues": bool(sample.clue_intervals), "text": obs["text"],  # the intervals themselves: `clues`
             "frames": self._frames_view(session, -1, traj.initial.frames), "max_turns": env.config.max_turns,
+            "tools": info["tools"],  # the env's tools (OpenAI function schemas): the page offers these
         }
 
     def _session(self, session_id: Any) -> PlaySession:
@@ -236,24 +257,39 @@ class PlayManager:
             env = session.env
             obs, reward, terminated, truncated, info = env.step(text)
             turn = env.trajectory.turns[-1]
-            # The evidence state (coverage, score) and each crop's evidence gain are computed from the
-            # clue intervals, the answer key: they are sent only once the episode has ended.
-            call = turn.call.model_dump(exclude={"gain", "best_prior_tiou"}) if turn.call else None
+            # The evidence state (coverage, score), a span's evidence gain and a box's IoU with the key
+            # frames are computed from the answer key (clue intervals, key-frame boxes): they are sent
+            # only once the episode has ended.
+            ended = terminated or truncated
+            call = turn.call.model_dump(exclude=set(ANSWER_KEY_FIELDS)) if turn.call else None
             out: dict[str, Any] = {
                 "turn": turn.index, "assistant": text, "text": obs["text"], "error": info["error"],
                 "repairs": info["repairs"], "action": info["action"], "call": call,
                 "frames": self._frames_view(session, turn.index, turn.observation.frames),
-                "terminated": terminated, "truncated": truncated,
+                "calls": self._calls_view(session, answer_key=ended), "terminated": terminated, "truncated": truncated,
             }
-            if terminated or truncated:
+            if ended:
                 session.done = True
                 out.update(reward=reward, reward_components=info.get("reward_components"), clue_intervals=[list(c) for c in env.sample.clue_intervals],
                            prediction=info.get("prediction"), correct=info.get("correct"), answer=env.sample.answer,
-                           evidence=info["evidence"], turns_evidence=[{"turn": t.index, **t.evidence} for t in env.trajectory.turns],
-                           calls=[{"turn": t.index, **t.call.model_dump()} for t in env.trajectory.turns if t.call is not None])
+                           evidence=info["evidence"], turns_evidence=[{"turn": t.index, **t.evidence} for t in env.trajectory.turns])
                 session.saved = self._save(session)
                 out["saved"] = session.saved
             return out
+
+    def _calls_view(self, session: PlaySession, answer_key: bool) -> list[dict[str, Any]]:
+        """The episode's calls so far as the episode page draws them (`episode.call_records`: spans,
+        boxes with the frame to draw them on, labels, rejections); without the answer key's numbers
+        (`ANSWER_KEY_FIELDS`) unless `answer_key`."""
+        from videoseek.viewer.episode import call_records
+
+        traj = session.env.trajectory
+        frames = [self._frames_view(session, t.index, t.observation.frames) for t in traj.turns]
+        calls = call_records([t.model_dump() for t in traj.turns], frames, self._frames_view(session, -1, traj.initial.frames))
+        if not answer_key:
+            for c in calls:
+                c.update({k: None for k in ANSWER_KEY_FIELDS if k in c})
+        return calls
 
     def _save(self, session: PlaySession) -> dict[str, Any]:
         """Write the finished episode with the runner's `TrajectoryWriter`; where it went or why not."""

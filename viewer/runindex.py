@@ -22,7 +22,10 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 1
+# The trajectory versions this viewer reads: 1 (a crop_video action with start/end, a call record
+# shaped for a span) and 2 (tool calls by name with their arguments, envs/trajectory.py).
+SCHEMA_VERSIONS = (1, 2)
+SCHEMA_VERSION = SCHEMA_VERSIONS[-1]  # the version the viewer writes (verldump.py)
 TRAJECTORIES = "trajectories.jsonl"
 QUESTION_CHARS = 300  # enough for a list cell and for text search on the question
 
@@ -161,8 +164,8 @@ def summarize(raw: Any, index: int, line: int, offset: int, length: int) -> Epis
     row.schema_version = raw.get("schema_version")
     if isinstance(raw.get("_problem"), str):  # a converted line that could not be used (viewer/verldump.py)
         row.problem = raw["_problem"]
-    elif row.schema_version != SCHEMA_VERSION:
-        row.problem = f"unknown schema_version {row.schema_version!r} (this viewer reads {SCHEMA_VERSION})"
+    elif row.schema_version not in SCHEMA_VERSIONS:
+        row.problem = f"unknown schema_version {row.schema_version!r} (this viewer reads {' and '.join(map(str, SCHEMA_VERSIONS))})"
     row.search_text = " ".join(
         [row.episode_id, row.sample_id, row.question, row.prediction or "", row.answer, row.failure or "", row.problem or ""]
     ).lower()

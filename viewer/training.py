@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from videoseek.rewards.advantage import group_stats
+from videoseek.viewer.episode import call_records
 from videoseek.viewer.runindex import as_dict, as_float, as_list, as_str
 
 METRICS = "metrics.jsonl"
@@ -192,18 +193,10 @@ def step_groups(rows: list[Any], grpo: dict[str, Any] | None) -> list[dict[str, 
 def episode_card(raw: Any, row: Any) -> dict[str, Any]:
     """A compact summary of one probe episode for the side-by-side view."""
     raw = as_dict(raw)
-    calls, texts = [], []
-    for turn in as_list(raw.get("turns")):
-        turn = as_dict(turn)
-        texts.append(as_str(turn.get("assistant")))
-        call = as_dict(turn.get("call"))
-        if call:
-            calls.append({"n": len(calls) + 1, "turn": turn.get("index"), "start": as_float(call.get("start")), "end": as_float(call.get("end")),
-                          "gain": as_float(call.get("gain")), "duplicate_of": call.get("duplicate_of"), "fragment": bool(call.get("fragment")), "rejected": False})  # fmt: skip
-        elif turn.get("error") and as_dict(turn.get("action")).get("type") in ("crop_video", "invalid"):
-            action = as_dict(turn.get("action"))
-            calls.append({"n": len(calls) + 1, "turn": turn.get("index"), "start": as_float(action.get("start")), "end": as_float(action.get("end")),
-                          "gain": None, "rejected": True, "reason": as_str(turn.get("error"))})  # fmt: skip
+    turns = [as_dict(t) for t in as_list(raw.get("turns"))]
+    texts = [as_str(t.get("assistant")) for t in turns]
+    frames = [[{"t": as_float(as_dict(f).get("t"))} for f in as_list(as_dict(t.get("observation")).get("frames"))] for t in turns]
+    calls = call_records(turns, frames, [])
     components = {as_str(k): as_float(v) for k, v in as_dict(raw.get("reward_components")).items()}
     return {
         "index": row.index, "episode_id": row.episode_id, "prediction": row.prediction, "correct": row.correct, "reward": row.reward,

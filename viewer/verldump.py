@@ -11,10 +11,11 @@ verl` points them at `RUN/rollouts/` and `RUN/probes/`. Each line is one respons
 
 - the legacy trainer (`trainer.use_v1=false`) and every validation dump: all the keys our
   `compute_score` returned (`training/verl_plugin/reward_fn.py`), among them `videoseek_episode`, the sample
-  and the agent loop's record (episode summary with every assistant turn and accepted crop, final
-  evidence, reward and components, failure) as a JSON string. From that a full trajectory is
-  rebuilt: each assistant turn parsed by the env's own parser, each accepted crop replayed on the
-  env's `EvidenceState` (so gains, duplicates and fragments are what the env computed), the reward
+  and the agent loop's record (episode summary with every assistant turn, the spans and regions of
+  the accepted calls, the accepted calls per tool, final evidence, reward and components, failure)
+  as a JSON string. From that a full trajectory is rebuilt: each assistant turn parsed by the env's
+  own parser, each tool call matched to the record, accepted spans replayed on the env's
+  `EvidenceState` (so gains, duplicates and fragments are what the env computed), the reward
   components as recorded. What the dump does not hold is said on the page: the tool's answers
   (text and frames) and the advantage.
 - the v1 trainer's training dump (`trainer.use_v1=true`, verl's default) writes only `uid` (the
@@ -24,7 +25,7 @@ verl` points them at `RUN/rollouts/` and `RUN/probes/`. Each line is one respons
   the episode line of its `uid` and rebuilt as above. The prompt step is the dump's step, or an
   earlier one when the trainer trains off-policy: up to `LOOKBACK_STEPS` earlier steps are
   searched until every key is found. A line whose episode is not there (the episode dump was not written, or removed) is read
-  from its decoded text: the turns, prediction and crops from the text, its group the uid's
+  from its decoded text: the turns, prediction and tool calls from the text, its group the uid's
   prompt part; the line says so.
 
 Nothing here raises on the content of a file: a line that cannot be used becomes a line the run
@@ -39,6 +40,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from videoseek.viewer.runindex import SCHEMA_VERSION  # the trajectories written here are of this version
+
 DUMP = re.compile(r"^(\d+)\.jsonl$")
 VIEW_KEY = "videoseek_episode"  # training/verl_plugin/records.py VIEW_KEY
 SIDECAR = "videoseek"  # training/verl_plugin/episode_dump.py FOLDER
@@ -46,7 +49,6 @@ SIDECAR = "videoseek"  # training/verl_plugin/episode_dump.py FOLDER
 # versions a trajectory may span (`trainer.v1.sampler.max_off_policy_threshold: 8`), so a missing
 # episode costs a bounded read, not the whole run's history.
 LOOKBACK_STEPS = 16
-SCHEMA_VERSION = 1
 NOT_IN_DUMP = "(the tool's answer is not in verl's dump)"
 _BETWEEN = re.compile(r"\nuser\n(.*?)\nassistant\n", re.DOTALL)
 TEXT_ONLY = ("verl's v1 training dump (trainer.use_v1=true) holds the decoded prompt and response, the ground truth and the score only: "
@@ -155,41 +157,95 @@ def _group_of_uid(uid: str) -> tuple[str, int]:
     return uid, 0
 
 
+def _number(value: Any) -> float | None:
+    return _float(value) if not isinstance(value, str) else None
+
+
+def _span_of(arguments: dict[str, Any]) -> tuple[float, float] | None:
+    """(start, end) of a call whose arguments name a time span (numbers), else None."""
+    s, e = _number(arguments.get("start")), _number(arguments.get("end"))
+    return None if s is None or e is None else (s, e)
+
+
+def _box_of(arguments: dict[str, Any]) -> list[float] | None:
+    """The box of a call whose arguments hold one (4 numbers), clipped to the frame as the env clips it; else None."""
+    box = arguments.get("box")
+    if not isinstance(box, (list, tuple)) or len(box) != 4 or any(_number(v) is None for v in box):
+        return None
+    return [min(max(float(v), 0.0), 1.0) for v in box]
+
+
+def _same(a: Any, b: Any) -> bool:
+    return len(a) == len(b) and all(abs(float(x) - float(y)) < 1e-6 for x, y in zip(a, b))
+
+
 def _turns_from_record(sample: dict[str, Any], record: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
-    """The episode's turns: each assistant turn parsed by the env's parser, accepted crops replayed
-    on the env's evidence state. Returns (turns, notes)."""
-    from videoseek.envs.actions import CropVideo, action_to_dict, parse_action
+    """The episode's turns: each assistant turn parsed by the env's parser, each tool call matched to
+    what the record says was accepted. Returns (turns, notes).
+
+    The record keeps the accepted calls' evidence, not a list of calls: the spans of span-retrieving
+    calls (`calls`, replayed on the env's evidence state, so gains, duplicates and fragments are
+    the env's), the (time, box) of region looks (`zooms`, scored against the key frames as the env
+    scores them) and the accepted calls per tool (`tool_calls`). A call is matched by what its
+    arguments say (a span, a box) to the next recorded span or region; a call of a tool that
+    leaves neither is accepted while its tool's count lasts.
+    """
+    from videoseek.envs.actions import ToolCall, CropVideo, action_to_dict, parse_action
     from videoseek.envs.evidence import EvidenceState
 
     episode = record.get("episode") if isinstance(record.get("episode"), dict) else {}
     texts = [t for t in episode.get("assistant_turns") or [] if isinstance(t, str)]
-    accepted = [c for c in episode.get("calls") or [] if isinstance(c, (list, tuple)) and len(c) == 2]
+    spans = [c for c in episode.get("calls") or [] if isinstance(c, (list, tuple)) and len(c) == 2]
+    zooms = [z for z in episode.get("zooms") or [] if isinstance(z, (list, tuple)) and len(z) == 2 and isinstance(z[1], (list, tuple))]
+    counts = {str(k): int(v) for k, v in (record.get("tool_calls") or {}).items() if isinstance(v, (int, float))}
     duration = _float(episode.get("duration")) or _float(sample.get("duration")) or 0.0
-    state = EvidenceState([tuple(c) for c in sample.get("clue_intervals") or []], duration)
+    key_frames = [k for k in sample.get("key_frames") or [] if isinstance(k, dict)]
+    state = EvidenceState([tuple(c) for c in sample.get("clue_intervals") or []], duration, key_frames=key_frames)
     notes: list[str] = []
     turns: list[dict[str, Any]] = []
-    k = 0  # next accepted call
+    k = z = 0  # next recorded span, next recorded region
+    call_of_span: list[int] = []  # the call index of each replayed span (duplicates name calls)
+    used: dict[str, int] = {}
     for index, text in enumerate(texts):
         parsed = parse_action(text)
         act = parsed.action
         call, error = None, None
-        if isinstance(act, CropVideo):
-            want = (min(max(act.start, 0.0), duration), min(max(act.end, 0.0), duration))
-            if k < len(accepted) and abs(want[0] - float(accepted[k][0])) < 1e-6 and abs(want[1] - float(accepted[k][1])) < 1e-6:
-                ev = state.add(float(accepted[k][0]), float(accepted[k][1]))
-                k += 1
-                call = {"index": ev.index, "start": ev.start, "end": ev.end, "requested": [act.start, act.end],
-                        "clipped": (ev.start, ev.end) != (act.start, act.end), "gain": ev.gain, "duplicate_of": ev.duplicate_of,
-                        "fragment": ev.adjacent_to_previous, "best_prior_tiou": ev.best_prior_tiou}  # fmt: skip
+        if isinstance(act, (ToolCall, CropVideo)):
+            args = dict(act.arguments)
+            span, box = _span_of(args), _box_of(args)
+            n_calls = sum(t["call"] is not None for t in turns)
+            base = {"index": n_calls, "tool": act.name, "arguments": args, "requested": args, "clipped": False}
+            if span is not None:
+                want = (min(max(span[0], 0.0), duration), min(max(span[1], 0.0), duration))
+                if k < len(spans) and _same(want, spans[k]):
+                    ev = state.add(float(spans[k][0]), float(spans[k][1]))
+                    k += 1
+                    call_of_span.append(n_calls)
+                    call = {**base, "arguments": {**args, "start": ev.start, "end": ev.end}, "clipped": (ev.start, ev.end) != span,
+                            "start": ev.start, "end": ev.end, "gain": ev.gain,
+                            "duplicate_of": None if ev.duplicate_of is None else call_of_span[ev.duplicate_of],
+                            "fragment": ev.adjacent_to_previous, "best_prior_tiou": ev.best_prior_tiou}  # fmt: skip
+            elif box is not None:
+                if z < len(zooms) and len(zooms[z][1]) == 4 and _same(box, zooms[z][1]) and _float(zooms[z][0]) is not None:
+                    t = float(zooms[z][0])
+                    z += 1
+                    call = {**base, "arguments": {**args, "box": box}, "clipped": box != [float(v) for v in args["box"]],
+                            "time": t, "box": box, "box_iou": state.add_region(t, box)}  # fmt: skip
+            elif used.get(act.name, 0) < counts.get(act.name, 0):
+                call = base
+            if call is not None:
+                used[act.name] = used.get(act.name, 0) + 1
             else:
                 error = "rejected by the env (the reason is not in verl's dump)"
         turns.append({
             "index": index, "assistant": text, "action": action_to_dict(act), "think": parsed.think, "repairs": parsed.repairs,
             "dialect": parsed.dialect, "error": error, "observation": {"text": NOT_IN_DUMP, "frames": []},
-            "evidence": {**state.snapshot(), "gain": call["gain"] if call else None}, "call": call,
+            "evidence": {**state.snapshot(), "gain": call.get("gain") if call else None}, "call": call,
         })  # fmt: skip
-    if k < len(accepted):
-        notes.append(f"{len(accepted) - k} of the record's {len(accepted)} crops match no assistant turn")
+    if k < len(spans):
+        notes.append(f"{len(spans) - k} of the record's {len(spans)} spans match no assistant turn")
+    if z < len(zooms):
+        notes.append(f"{len(zooms) - z} of the record's {len(zooms)} zoomed regions match no assistant turn")
     return turns, notes
 
 
@@ -239,7 +295,7 @@ def _split_turns(output: str) -> list[tuple[str, str | None]]:
 
 def _from_text(line: dict[str, Any], step: int, n: int) -> dict[str, Any]:
     """A trajectory from the decoded text alone (v1 training dumps: input, output, gts, score, uid)."""
-    from videoseek.envs.actions import Answer, CropVideo, action_to_dict, parse_action
+    from videoseek.envs.actions import Answer, CropVideo, ToolCall, action_to_dict, parse_action
 
     output = line.get("output") if isinstance(line.get("output"), str) else ""
     uid = line.get("uid") if isinstance(line.get("uid"), str) else ""
@@ -252,10 +308,17 @@ def _from_text(line: dict[str, Any], step: int, n: int) -> dict[str, Any]:
         act = parsed.action
         error = tool[len("Error: "):].split(". Call the tool as")[0] if tool and tool.startswith("Error: ") else None
         call = None
-        if isinstance(act, CropVideo) and error is None and tool is not None:
-            call = {"index": sum(t["call"] is not None for t in turns), "start": act.start, "end": act.end, "requested": [act.start, act.end],
-                    "clipped": False, "gain": None}  # fmt: skip
-            ends.append(act.end)
+        if isinstance(act, (ToolCall, CropVideo)) and error is None and tool is not None:
+            # accepted (the tool answered without an error); what it read is in its answer's text only
+            args = dict(act.arguments)
+            call = {"index": sum(t["call"] is not None for t in turns), "tool": act.name, "arguments": args, "requested": args, "clipped": False}
+            span, box, t = _span_of(args), _box_of(args), _number(args.get("time"))
+            if span is not None:
+                call.update(start=span[0], end=span[1], gain=None)
+                ends.append(span[1])
+            elif box is not None and t is not None:
+                call.update(time=t, box=box)
+                ends.append(t)
         if isinstance(act, Answer):
             prediction = act.text
         turns.append({

@@ -338,6 +338,9 @@
     return [1, 2, 5, 10].map((m) => m * base).find((st) => st >= raw) || raw;
   }
 
+  // A call's lane: its number and tool ("2 zoom"), cut to fit the label column.
+  const laneName = (c) => { const t = c.n + " " + (c.tool || "invalid"); return t.length > 13 ? t.slice(0, 12) + "…" : t; };
+
   /* opts: {end, clues, masked, initial: [frame], calls: [call], currentTurn, frameTicks: [frame], showClues, selection: [s,e], onCall(turn), onDrag(s,e)} */
   function timeline(opts) {
     // drawn at the container's pixel width (when known) so labels keep their size in narrow panels
@@ -370,24 +373,52 @@
       const top = lane("initial");
       for (const f of opts.initial || []) if (isNum(f.t) && inView(f.t)) items.push(s("line", { class: "init-tick", x1: x(f.t), x2: x(f.t), y1: top + 2, y2: top + laneH - 2, "data-t": f.t }, s("title", {}, "initial frame " + fmtT(f.t))));
     }
+    // Each call is drawn from what it returned (viewer/episode.py, call_record): a span (crop_video),
+    // a box on one frame at its time (zoom), ticks at the frames any other tool returned, or, for a
+    // rejected call, a cross with the env's reason.
     for (const c of calls) {
-      const top = lane("call " + c.n);
-      const cls = ["call", c.rejected ? "rejected" : "", c.duplicate_of !== null && c.duplicate_of !== undefined ? "dup" : "", c.fragment ? "frag" : "", c.turn === opts.currentTurn ? "current" : ""].filter(Boolean).join(" ");
-      const tip = "call " + c.n + " (turn " + c.turn + "): " + fmtT(c.start) + "–" + fmtT(c.end) + (c.rejected ? " rejected: " + c.reason : opts.hideGain ? "" : " gain " + fmt(c.gain, 3)) +
-        (c.duplicate_of !== null && c.duplicate_of !== undefined ? ", duplicate of call " + (c.duplicate_of + 1) : "") + (c.fragment ? ", fragment" : "") + (c.clipped ? ", clipped" : "");
-      const attrs = { class: cls, "data-n": c.n, "data-turn": c.turn, "data-start": c.start, "data-end": c.end, "data-gain": isNum(c.gain) ? c.gain : "", fill: opts.hideGain && !c.rejected ? "#dbeafe" : gainColour(c.gain), onclick: () => opts.onCall && opts.onCall(c.turn) };
-      // a label that would run past the right edge is drawn to the left of its anchor instead
-      const label = (at, text, gap) => {
+      const top = lane(laneName(c));
+      const dup = c.duplicate_of !== null && c.duplicate_of !== undefined;
+      const cls = ["call", c.rejected ? "rejected" : "", dup ? "dup" : "", c.fragment ? "frag" : "", c.turn === opts.currentTurn ? "current" : ""].filter(Boolean).join(" ");
+      const isSpan = isNum(c.start) && isNum(c.end);
+      const where = isSpan ? " " + fmtT(c.start) + "–" + fmtT(c.end) : isNum(c.time) ? " at " + fmtT(c.time) : "";
+      const tip = "call " + c.n + " (turn " + c.turn + "): " + (c.label || "") + where + (c.rejected ? " rejected: " + c.reason : opts.hideGain || !isSpan ? "" : " gain " + fmt(c.gain, 3)) +
+        (dup ? ", duplicate of call " + (c.duplicate_of_n || c.duplicate_of + 1) : "") + (c.fragment ? ", fragment" : "") + (c.clipped ? ", clipped" : "") +
+        (isNum(c.box_iou) && !opts.hideGain ? ", box IoU " + fmt(c.box_iou, 2) : "");
+      const attrs = { class: cls, "data-n": c.n, "data-turn": c.turn, "data-tool": c.tool || "", "data-start": c.start, "data-end": c.end, "data-gain": isNum(c.gain) ? c.gain : "",
+        fill: opts.hideGain && !c.rejected ? "#dbeafe" : gainColour(c.gain), onclick: () => opts.onCall && opts.onCall(c.turn) };
+      // a label that would run past the right edge is drawn to the left of its anchor (or of `left`, the mark's left edge) instead
+      const label = (at, text, gap, left) => {
         const right = at + gap + text.length * 5.6 > W - 2;
-        return s("text", { class: "call-label", x: right ? Math.max(2, at - gap) : at + gap, y: top + 12, "text-anchor": right ? "end" : "start" }, text);
+        return s("text", { class: "call-label", x: right ? Math.max(2, (left ?? at) - gap) : at + gap, y: top + 12, "text-anchor": right ? "end" : "start" }, text);
       };
-      if (isNum(c.start) && isNum(c.end) && c.end > c.start && c.end > 0 && c.start < end) {
+      if (!c.rejected && c.box && isNum(c.time)) {
+        // a region of one frame: a tick at its time and the frame in miniature with the box in it
+        if (!inView(c.time)) continue;
+        const at = x(c.time), gh = laneH - 2, gw = Math.round(gh * 16 / 9), gx = Math.min(Math.max(at - gw / 2, L), W - R - gw);
+        const [x1, y1, x2, y2] = c.box.map((v) => Math.min(1, Math.max(0, v)));
+        items.push(s("g", { class: cls + " box-call", "data-n": c.n, "data-turn": c.turn, "data-tool": c.tool, "data-time": c.time, "data-box": JSON.stringify(c.box), onclick: attrs.onclick },
+          s("line", { class: "box-tick", x1: at, x2: at, y1: top, y2: top + laneH }),
+          s("rect", { class: "box-frame", x: gx, y: top + 1, width: gw, height: gh }),
+          s("rect", { class: "box-region", x: gx + x1 * gw, y: top + 1 + y1 * gh, width: Math.max(1, (x2 - x1) * gw), height: Math.max(1, (y2 - y1) * gh) }),
+          s("title", {}, tip)));
+        items.push(label(gx + gw, c.n + " " + c.label, 3, gx));
+      } else if (isSpan && c.end > c.start && c.end > 0 && c.start < end) {
         if (c.end < v0 || c.start > v1) continue; // outside the zoomed window
         items.push(s("rect", Object.assign(attrs, { x: x(c.start), y: top, width: Math.max(2, x(c.end) - x(c.start)), height: laneH }), s("title", {}, tip)));
-        items.push(label(x(Math.max(c.start, v0)), String(c.n) + (c.rejected ? " ✗" : c.duplicate_of !== null && c.duplicate_of !== undefined ? " dup" : c.fragment ? " frag" : ""), 3));
+        items.push(label(x(Math.max(c.start, v0)), String(c.n) + (c.rejected ? " ✗" : dup ? " dup" : c.fragment ? " frag" : ""), 3));
+      } else if (!c.rejected) {
+        // any other tool: a tick at each frame it returned (none for a text-only tool), and its call
+        const times = (c.times || []).filter((t) => isNum(t) && inView(t));
+        items.push(s("g", { class: cls + " tool-call", "data-n": c.n, "data-turn": c.turn, "data-tool": c.tool, "data-times": JSON.stringify(c.times || []), onclick: attrs.onclick },
+          times.map((t) => s("line", { class: "call-tick", x1: x(t), x2: x(t), y1: top + 1, y2: top + laneH - 1, "data-t": t })),
+          s("rect", { class: "call-hit", x: times.length ? x(times[0]) - 4 : L, y: top, width: times.length ? Math.max(8, x(times[times.length - 1]) - x(times[0]) + 8) : 8, height: laneH }),
+          s("title", {}, tip)));
+        items.push(label(times.length ? x(times[times.length - 1]) : L, c.n + " " + c.label, times.length ? 5 : 2, times.length ? x(times[0]) : L));
       } else {
-        // a rejected call with no usable span (or one outside the video): a cross where it would start (or at 0), labelled
-        const at = x(isNum(c.start) ? Math.min(Math.max(c.start, 0), end) : 0);
+        // a rejected call: a cross where it would have looked (its start or time, else 0), labelled
+        const t0 = isNum(c.start) ? c.start : isNum(c.time) ? c.time : 0;
+        const at = x(Math.min(Math.max(t0, 0), end));
         items.push(s("g", Object.assign(attrs, { class: cls + " reject-mark" }), s("line", { x1: at - 5, x2: at + 5, y1: top + 3, y2: top + 13 }), s("line", { x1: at - 5, x2: at + 5, y1: top + 13, y2: top + 3 }), s("title", {}, tip)));
         items.push(label(at, c.n + " ✗ " + (c.reason || "rejected"), 8));
       }
@@ -396,7 +427,7 @@
       const top = lane("frames");
       for (const f of opts.frameTicks) if (isNum(f.t) && inView(f.t)) items.push(s("line", { class: "frame-tick", x1: x(f.t), x2: x(f.t), y1: top + 2, y2: top + laneH - 2, "data-t": f.t }, s("title", {}, "frame " + fmtT(f.t))));
     }
-    // key frames: thumbnails of the frames this turn's crop returned, each under its time
+    // key frames: thumbnails of the frames this turn's call returned, each under its time
     const thumbs = (opts.keyFrames || []).filter((f) => f.url && isNum(f.t) && inView(f.t));
     if (thumbs.length) {
       const th = 40, top = y;
@@ -487,17 +518,78 @@
   }
 
   // ---- one episode ------------------------------------------------------------------------------
-  function framesBlock(frames, label) {
+  // The frames of a turn; with `onBox(box, frame)` (play mode, a tool that takes a box) a box can be
+  // dragged on each frame, in fractions of its width and height.
+  function framesBlock(frames, label, onBox) {
     if (!frames.length) return h("p", { class: "meta" }, "no frames");
     return h("div", { class: "frames" }, frames.map((f, k) => {
       const caption = fmtT(f.t) + (f.masked ? " masked" : "");
       if (!f.url) return h("figure", { class: f.masked ? "masked" : null, "data-t": f.t }, h("div", { class: "missing", title: f.path || "" }, f.missing || "no image"), h("figcaption", {}, caption));
+      if (onBox) {
+        const img = h("img", { src: f.url, alt: label + " frame " + k + " at " + caption, draggable: "false" });
+        const holder = h("div", { class: "boxed-frame" }, img);
+        addBoxDrag(holder, img, (box) => onBox(box, f), () => openLightbox(f.url, label + " · " + caption));
+        return h("figure", { class: "box-target" + (f.masked ? " masked" : ""), "data-t": f.t, title: "drag a box on the frame" }, holder, h("figcaption", {}, caption));
+      }
       return h("figure", { class: f.masked ? "masked" : null, "data-t": f.t },
         h("img", { src: f.url, alt: label + " frame " + k + " at " + caption, loading: "lazy", onclick: () => openLightbox(f.url, label + " · " + caption) }), h("figcaption", {}, caption));
     }));
   }
 
-  // Playback of a crop's frames: one frame at a time at their times, with a playhead on the timeline.
+  // Drag a box on a frame (mouse or touch): `onBox([x1, y1, x2, y2])` in fractions, rounded to 0.001;
+  // a click without a drag calls `onClick`. The last box drawn on any frame stays shown.
+  let shownBox = null;
+  function addBoxDrag(holder, img, onBox, onClick) {
+    const box = h("div", { class: "zoom-box drawn-box", hidden: true });
+    holder.append(box);
+    let from = null;
+    const at = (ev) => {
+      const r = img.getBoundingClientRect();
+      return [Math.min(1, Math.max(0, (ev.clientX - r.left) / r.width)), Math.min(1, Math.max(0, (ev.clientY - r.top) / r.height))];
+    };
+    const show = (a, b) => {
+      const [x1, x2] = [Math.min(a[0], b[0]), Math.max(a[0], b[0])], [y1, y2] = [Math.min(a[1], b[1]), Math.max(a[1], b[1])];
+      Object.assign(box.style, { left: 100 * x1 + "%", top: 100 * y1 + "%", width: 100 * (x2 - x1) + "%", height: 100 * (y2 - y1) + "%" });
+      if (shownBox && shownBox !== box) shownBox.hidden = true;
+      box.hidden = false;
+      shownBox = box;
+      return [x1, y1, x2, y2];
+    };
+    img.addEventListener("pointerdown", (ev) => { ev.preventDefault(); from = at(ev); img.setPointerCapture(ev.pointerId); });
+    img.addEventListener("pointermove", (ev) => { if (from) show(from, at(ev)); });
+    img.addEventListener("pointerup", (ev) => {
+      if (!from) return;
+      const b = show(from, at(ev));
+      from = null;
+      if (b[2] - b[0] < 0.01 || b[3] - b[1] < 0.01) { box.hidden = true; onClick(); return; }
+      onBox(b.map((v) => Math.round(v * 1000) / 1000));
+    });
+  }
+
+  // One line about a call: its `name(arguments)` label, then what it returned or why it was rejected.
+  function callLine(c, hideGain) {
+    const dup = c.duplicate_of !== null && c.duplicate_of !== undefined;
+    const what = c.rejected ? " rejected: " + c.reason
+      : isNum(c.start) && isNum(c.end) ? " → " + fmtT(c.start) + "–" + fmtT(c.end) + (hideGain ? "" : " gain " + fmt(c.gain, 3))
+      : c.box && isNum(c.time) ? " → the region at " + fmtT(c.time) + (isNum(c.box_iou) && !hideGain ? " · box IoU " + fmt(c.box_iou, 2) : "")
+      : (c.times || []).length ? " → " + c.times.length + " frame" + (c.times.length > 1 ? "s" : "") + " at " + c.times.map(fmtT).join(", ") : "";
+    return "#" + c.n + " turn " + c.turn + ": " + c.label + what + (dup ? " · duplicate of #" + (c.duplicate_of_n || c.duplicate_of + 1) : "") + (c.fragment ? " · fragment" : "") + (c.clipped ? " · clipped" : "");
+  }
+
+  // Where a region call looked: its box drawn on the nearest initial or retrieved frame (`c.frame`).
+  function boxView(c) {
+    if (!c || c.rejected || !c.box || !isNum(c.time)) return null;
+    const f = c.frame;
+    if (!f) return h("p", { class: "meta box-view", "data-n": c.n }, "the box [" + c.box.map((v) => fmt(v, 2)).join(", ") + "] at " + fmtT(c.time) + ": no frame near that time to draw it on (see the timeline)");
+    const [x1, y1, x2, y2] = c.box.map((v) => Math.min(1, Math.max(0, v)));
+    const pct = (v) => (100 * v).toFixed(2) + "%";
+    return h("div", { class: "box-view", "data-n": c.n }, h("figure", { class: "boxed" + (f.masked ? " masked" : ""), "data-t": f.t },
+      h("div", { class: "boxed-frame" }, h("img", { src: f.url, alt: "frame at " + fmtT(f.t) + " with the box of call " + c.n, onclick: () => openLightbox(f.url, f.source + " · " + fmtT(f.t)) }),
+        h("div", { class: "zoom-box", style: "left:" + pct(x1) + ";top:" + pct(y1) + ";width:" + pct(x2 - x1) + ";height:" + pct(y2 - y1) })),
+      h("figcaption", {}, "where call " + c.n + " looked: its box on the " + (f.source || "") + " frame at " + fmtT(f.t) + (f.dt > 0.05 ? " (" + fmt(f.dt, 1) + "s from " + fmtT(c.time) + ")" : ""))));
+  }
+
+  // Playback of a call's frames: one frame at a time at their times, with a playhead on the timeline.
   function framePlayer(frames, label, getSvg) {
     const shown = frames.filter((f) => f.url);
     if (shown.length < 2) return null;
@@ -637,21 +729,19 @@
       const onZoom = (v) => { view = v; render(shownPos); };
       const tl = timeline({ width: dynamic.clientWidth, end: ep.axis_end, clues: ep.clue_intervals, masked: ep.masked_ranges, initial: (ep.initial || {}).frames, allFrames, calls: ep.calls,
         currentTurn: turn ? turn.index : null, frameTicks: frames, keyFrames: turn && turn.call ? frames : [], view, onZoom, onCall });
-      const callList = h("ul", { class: "calls" }, (ep.calls || []).map((c) => h("li", { class: c.rejected ? "rejected" : null },
-        "#" + c.n + " turn " + c.turn + ": " + fmtT(c.start) + "–" + fmtT(c.end) + (c.rejected ? " rejected: " + c.reason : " gain " + fmt(c.gain, 3)) +
-        (c.duplicate_of !== null && c.duplicate_of !== undefined ? " · duplicate of #" + (c.duplicate_of + 1) : "") + (c.fragment ? " · fragment" : "") + (c.clipped ? " · clipped" : ""))));
+      const callList = h("ul", { class: "calls" }, (ep.calls || []).map((c) => h("li", { class: c.rejected ? "rejected" : null, "data-n": c.n, "data-tool": c.tool || "" }, callLine(c, false))));
       const turnView = turn ? h("div", { class: "turn", "data-turn": turn.index },
         h("h3", {}, "assistant · turn " + turn.index + " · " + turn.action.type + (turn.dialect ? " (" + turn.dialect + ")" : "")),
         assistantBlock(turn),
         turn.repairs.length ? h("div", { class: "repairs" }, "parse repairs: " + turn.repairs.join("; ")) : null,
         turn.error ? h("div", { class: "turn-error" }, "rejected: " + turn.error) : null,
         h("h3", {}, "observation"), h("div", { class: "observation" }, turn.observation.text),
-        framesBlock(frames, "turn " + turn.index), framePlayer(frames, "turn " + turn.index, () => tl),
+        framesBlock(frames, "turn " + turn.index), boxView((ep.calls || []).find((c) => c.turn === turn.index)), framePlayer(frames, "turn " + turn.index, () => tl),
         h("div", { class: "meta" }, "evidence after this turn: coverage " + fmt(turn.evidence.coverage) + " · precision " + fmt(turn.evidence.precision) + " · score " + fmt(turn.evidence.score) + (isNum(turn.evidence.gain) ? " · gain " + fmt(turn.evidence.gain, 3) : "")))
         : h("div", { class: "turn", "data-turn": "initial" }, h("h3", {}, "initial prompt"), h("div", { class: "observation" }, (ep.initial || {}).text || ""), framesBlock(frames, "initial"));
       dynamic.replaceChildren(
         h("h3", {}, "timeline"), zoomTools(() => view, ep.axis_end || 1, onZoom), tl,
-        h("div", { class: "legend" }, h("span", {}, "green: clue"), h("span", {}, "hatched: masked"), h("span", {}, "blue ticks: initial frames"), h("span", {}, "orange ticks: frames of this turn"), h("span", {}, "span colour: evidence gain (green +, red −)"), h("span", {}, "dashed purple: duplicate · dotted cyan: fragment · red outline: rejected")),
+        h("div", { class: "legend" }, h("span", {}, "green: clue"), h("span", {}, "hatched: masked"), h("span", {}, "blue ticks: initial frames"), h("span", {}, "orange ticks: frames of this turn"), h("span", {}, "span colour: evidence gain (green +, red −)"), h("span", {}, "dashed purple: duplicate · dotted cyan: fragment · red outline: rejected"), h("span", {}, "small frame with a box: a zoom at that time")),
         callList,
         h("div", { class: "side" }, turnView, h("div", {},
           h("h3", {}, "evidence over turns"), evidenceCurve(curvePoints, turns.length + 1, k),
@@ -734,7 +824,7 @@
     const steps = data.steps;
     const series = (name) => ({ name, points: rows.map((r) => [r.step, r[name]]) });
     const compSeries = data.series.filter((k) => k.startsWith("reward/")).map((k) => ({ name: k.slice(7), points: series(k).points }));
-    // push/calls/<term>: which reward term makes GRPO favour more crops (+) or fewer (-)
+    // push/calls/<term>: which reward term makes GRPO favour more tool calls (+) or fewer (-)
     const pushSeries = data.series.filter((k) => k.startsWith("push/calls/")).map((k) => ({ name: k.slice(11), points: series(k).points }));
     let step = parseInt(params.get("step") || "", 10);
     if (!steps.includes(step)) step = steps.length ? steps[steps.length - 1] : null;
@@ -745,7 +835,7 @@
       const pick = (st) => { if (steps.includes(st)) setStep(st); };
       const list = ["reward", "accuracy", "kl", "entropy"].filter((k) => data.series.includes(k)).map((k) => lineChart({ title: k, series: [series(k)], current: step, onPick: pick }));
       if (compSeries.length) list.push(lineChart({ title: "reward components (unweighted means)", series: compSeries, current: step, onPick: pick }));
-      if (pushSeries.length) list.push(lineChart({ title: "push on crop calls by term (+ more, - fewer)", series: pushSeries, current: step, onPick: pick }));
+      if (pushSeries.length) list.push(lineChart({ title: "push on tool calls by term (+ more, - fewer)", series: pushSeries, current: step, onPick: pick }));
       if (extra.value) list.push(lineChart({ title: extra.value, series: [series(extra.value)], current: step, onPick: pick }));
       charts.replaceChildren(...(list.length ? list : [h("p", { class: "notice" }, "no metrics yet (" + data.path + "/metrics.jsonl)")]));
     };
@@ -915,7 +1005,7 @@
       h("div", { class: "meta" }, a + ": " + c.paths[a] + " · " + b + ": " + c.paths[b] + " (origin episodes; perturbed ones left out)"),
       h("table", { class: "group", id: "compare-overall" }, h("tr", {}, h("th", {}, ""), h("th", {}, a), h("th", {}, b), h("th", {}, a + " − " + b)),
         h("tr", { "data-metric": "episodes" }, h("td", {}, "episodes / questions"), h("td", { class: "num" }, A.episodes + " / " + A.questions), h("td", { class: "num" }, B.episodes + " / " + B.questions), h("td", {})),
-        metric("accuracy", "accuracy"), metric("mean reward", "reward"), metric("coverage", "coverage"), metric("crop calls", "calls"), metric("turns", "turns"), metric("answered", "answered"),
+        metric("accuracy", "accuracy"), metric("mean reward", "reward"), metric("coverage", "coverage"), metric("tool calls", "calls"), metric("turns", "turns"), metric("answered", "answered"),
         comps.map((k) => h("tr", { "data-metric": "component:" + k }, h("td", {}, "reward/" + k), h("td", { class: "num" }, fmt(A.components[k], 3)), h("td", { class: "num" }, fmt(B.components[k], 3)), dcell(c.delta.components[k])))),
       h("p", { id: "compare-paired" }, "paired by question (" + c.paired.questions + " in both): mean Δ reward ", h("b", {}, isNum(c.paired.d_reward) ? (c.paired.d_reward > 0 ? "+" : "") + c.paired.d_reward.toFixed(3) : "–"),
         ", mean Δ accuracy " + (isNum(c.paired.d_accuracy) ? (c.paired.d_accuracy > 0 ? "+" : "") + c.paired.d_accuracy.toFixed(3) : "–") + "; " + a + " better on " + c.paired.a_better + ", " + b + " better on " + c.paired.b_better),
@@ -977,71 +1067,93 @@
     const chooser = h("select", { id: "play-sample" }, samples.map((smp) => h("option", { value: smp.id }, smp.id + " — " + smp.question.slice(0, 80))));
     const area = h("div", { id: "play-area" });
     $("#app").replaceChildren(h("section", { class: "panel" }, h("h2", {}, "Play: act as the agent"),
-      h("p", { class: "meta" }, samples.length + " samples from " + path + ". Drag on the timeline to choose a span, then crop; answer when ready. The episode is saved as a trajectory (policy \"human\")."),
+      h("p", { class: "meta" }, samples.length + " samples from " + path + ". Call the env's tools: drag on the timeline to fill a tool's start and end (or its time), drag a box on a frame to fill a tool's box and time, or type the arguments; answer when ready. The episode is saved as a trajectory (policy \"human\")."),
       h("div", { class: "stepper" }, chooser, h("button", { class: "primary", id: "play-start", onclick: () => startPlay(chooser.value, area) }, "start episode"))), area);
+  }
+
+  // A form for one of the env's tools (an OpenAI function schema of info["tools"]): an input per
+  // parameter, read back as the call's arguments. Gestures fill parameters by their names.
+  function toolForm(schema, onCall) {
+    const fn = schema.function || schema;
+    const params = fn.parameters || {};
+    const required = params.required || [];
+    const inputs = {};
+    const fields = Object.entries(params.properties || {}).map(([name, p]) => {
+      const attrs = { name, "data-tool": fn.name, "data-param": name };
+      const el = p.type === "number" || p.type === "integer" ? h("input", Object.assign(attrs, { type: "number", step: p.type === "integer" ? 1 : "any" }))
+        : p.type === "boolean" ? h("input", Object.assign(attrs, { type: "checkbox" }))
+        : h("input", Object.assign(attrs, { type: "text", class: p.type === "array" ? "arg-list" : "arg-text",
+          placeholder: p.type === "array" ? ((p.items || {}).type === "number" ? "numbers, comma-separated" : "a JSON list") : p.type === "string" ? "" : "JSON" }));
+      inputs[name] = { el, p };
+      return h("label", { title: p.description || "" }, name + (required.includes(name) ? "" : " (optional)"), el);
+    });
+    // The arguments as typed; an empty field is left out (the env names a missing required one).
+    const read = () => {
+      const args = {};
+      for (const [name, { el, p }] of Object.entries(inputs)) {
+        if (p.type === "boolean") { args[name] = el.checked; continue; }
+        const v = el.value.trim();
+        if (v === "") continue;
+        if (p.type === "number" || p.type === "integer") args[name] = Number(v);
+        else if (p.type === "string") args[name] = v;
+        else if (p.type === "array" && (p.items || {}).type === "number" && !v.startsWith("[")) args[name] = v.split(/[\s,]+/).filter(Boolean).map(Number);
+        else {
+          try { args[name] = JSON.parse(v); } catch (err) { throw new Error(fn.name + " argument " + name + ": not JSON (" + v.slice(0, 40) + ")"); }
+        }
+      }
+      return args;
+    };
+    const button = h("button", { class: "primary play-call", "data-tool": fn.name, title: fn.description || "", onclick: () => onCall(fn.name, read) }, fn.name);
+    return {
+      name: fn.name, button, has: (name) => name in inputs,
+      set(name, value) { if (inputs[name]) inputs[name].el.value = value; },
+      root: h("div", { class: "play-row play-tool", "data-tool": fn.name }, fields, button),
+    };
   }
 
   async function startPlay(sampleId, area) {
     let st;
     try { st = await api.playStart(sampleId); } catch (err) { area.replaceChildren(h("div", { class: "error-banner", id: "play-error" }, err.message)); return; }
-    // coverage, evidence score and each crop's gain come from the clue intervals: the server sends
-    // them only when the episode has ended, and the page shows them from then on
+    // coverage, evidence score, each span's gain and each box's IoU come from the answer key: the
+    // server sends them only when the episode has ended, and the page shows them from then on
     const state = { sel: null, calls: [], turns: [], evidence: null, showClues: false, done: false, allFrames: [] };
-    const startIn = h("input", { type: "number", step: "0.1", min: 0, max: st.duration, id: "crop-start" });
-    const endIn = h("input", { type: "number", step: "0.1", min: 0, max: st.duration, id: "crop-end" });
     const thinkIn = h("input", { type: "text", id: "play-think", placeholder: "optional reasoning, sent as <think>" });
     const answerIn = h("input", { type: "text", id: "play-answer", placeholder: st.options ? "option letter" : "answer" });
-    const rawIn = h("textarea", { id: "play-raw", rows: 2, cols: 60, placeholder: "<tool_call>{\"name\": \"crop_video\", ...}</tool_call>" });
+    const tools = st.tools || [];
+    const first = tools.length ? (tools[0].function || tools[0]).name : null;
+    const rawIn = h("textarea", { id: "play-raw", rows: 2, cols: 60, placeholder: first ? "<tool_call>{\"name\": \"" + first + "\", \"arguments\": {...}}</tool_call>" : "<answer>...</answer>" });
     const tlHolder = h("div", { id: "play-timeline" });
     const status = h("div", { class: "meta", id: "play-status" });
     const log = h("div", { id: "play-log" });
     const message = h("div", { id: "play-message" });
-    // the clue intervals are the answer key: fetched only when the player asks to see them (the saved episode records it) or at the end
-    st.clue_intervals = [];
-    const clues = h("input", { type: "checkbox", id: "play-show-clues", disabled: !st.has_clues, onchange: async () => {
-      state.showClues = clues.checked;
-      if (clues.checked && !state.cluesFetched) {
-        try { st.clue_intervals = (await api.playClues(st.session)).clue_intervals; state.cluesFetched = true; } catch (err) { message.replaceChildren(h("div", { class: "error-banner", id: "play-error" }, err.message)); }
-      }
-      drawTl();
-    } });
-    const tlZoom = h("div", { id: "play-zoom" });
-    const drawTl = () => tlZoom.replaceChildren(zoomTools(() => state.view, st.duration, (v) => { state.view = v; drawTl(); })) || tlHolder.replaceChildren(timeline({
-      width: tlHolder.clientWidth, end: st.duration, clues: st.clue_intervals, showClues: state.showClues, initial: st.frames, allFrames: state.allFrames, calls: state.calls, currentTurn: null,
-      selection: state.sel, frameTicks: [], hideGain: !state.done, view: state.view, onZoom: (v) => { state.view = v; drawTl(); }, onDrag: state.done ? null : (a, b) => { state.sel = [a, b]; startIn.value = a.toFixed(1); endIn.value = b.toFixed(1); },
-    }));
-    const drawStatus = () => {
-      status.textContent = "turn " + state.turns.length + " of at most " + st.max_turns +
-        (state.evidence ? " · coverage " + fmt(state.evidence.coverage) + " · evidence score " + fmt(state.evidence.score) : " · coverage and evidence score are shown once you answer");
-    };
+    const showError = (text) => message.replaceChildren(h("div", { class: "error-banner", id: "play-error" }, text));
     const controls = [];
     const send = async (action) => {
       if (state.done) return;
       controls.forEach((c) => (c.disabled = true));
       let out;
-      try { out = await api.playStep(st.session, action); } catch (err) { message.replaceChildren(h("div", { class: "error-banner", id: "play-error" }, err.message)); controls.forEach((c) => (c.disabled = false)); return; }
+      try { out = await api.playStep(st.session, action); } catch (err) { showError(err.message); controls.forEach((c) => (c.disabled = false)); return; }
       message.replaceChildren();
       thinkIn.value = ""; // each turn's reasoning is its own
       state.turns.push(out);
       state.allFrames = state.allFrames.concat(out.frames);
-      if (out.call) state.calls.push({ n: state.calls.length + 1, turn: out.turn, start: out.call.start, end: out.call.end, gain: out.call.gain, duplicate_of: out.call.duplicate_of, fragment: out.call.fragment, clipped: out.call.clipped, rejected: false });
-      else if (out.error && ["crop_video", "invalid"].includes(out.action.type)) state.calls.push({ n: state.calls.length + 1, turn: out.turn, start: out.action.start, end: out.action.end, gain: null, rejected: true, reason: out.error });
-      log.append(h("div", { class: "play-turn", "data-turn": out.turn }, h("div", { class: "meta" }, "turn " + out.turn + " · " + out.action.type),
+      state.calls = out.calls || state.calls; // every call so far, drawn as the episode page draws them
+      const call = state.calls.find((c) => c.turn === out.turn);
+      const fullFrames = !(call && !call.rejected && call.box); // a region's frame is not a whole frame to draw a box on
+      log.append(h("div", { class: "play-turn", "data-turn": out.turn }, h("div", { class: "meta" }, "turn " + out.turn + " · " + (out.action.name || out.action.type)),
         h("div", { class: "assistant" }, out.assistant), out.repairs.length ? h("div", { class: "repairs" }, "parse repairs: " + out.repairs.join("; ")) : null,
-        out.error ? h("div", { class: "turn-error" }, "rejected: " + out.error) : null, h("div", { class: "observation" }, out.text), out.frames.length ? framesBlock(out.frames, "turn " + out.turn) : null));
+        out.error ? h("div", { class: "turn-error" }, "rejected: " + out.error) : null, h("div", { class: "observation" }, out.text),
+        out.frames.length ? framesBlock(out.frames, "turn " + out.turn, fullFrames ? onBox : null) : null, boxView(call)));
       if (out.terminated || out.truncated) {
         state.done = true;
         state.evidence = out.evidence;
         st.clue_intervals = out.clue_intervals || st.clue_intervals; state.cluesFetched = true;
-        // the crops with their evidence gains, now that the answer is in
-        const gains = {};
-        for (const c of out.calls || []) gains[c.turn] = c;
-        for (const c of state.calls) if (gains[c.turn]) c.gain = gains[c.turn].gain;
         const saved = out.saved || {};
         message.replaceChildren(h("section", { class: "panel", id: "play-result" }, h("h2", {}, out.terminated ? "Answered" : "Turn budget spent"),
           h("div", { class: "answer-line" }, h("span", {}, "your answer: ", h("b", {}, out.prediction === null ? "(none)" : out.prediction)), h("span", {}, "ground truth: ", h("b", {}, out.answer)),
             h("span", { class: "badge " + (out.correct ? "ok" : "no"), id: "play-verdict" }, out.correct ? "correct" : "wrong"), h("span", {}, "reward ", h("b", { id: "play-reward" }, fmt(out.reward, 3)))),
           rewardTable({ reward_components: out.reward_components, reward: out.reward, advantage: null }),
+          h("ul", { class: "calls", id: "play-calls" }, state.calls.map((c) => h("li", { class: c.rejected ? "rejected" : null, "data-n": c.n }, callLine(c, false)))),
           saved.ok ? h("p", {}, "Saved to " + saved.path + " · ", h("a", { id: "play-open-saved", href: "#/episode/play/id/" + encodeURIComponent(saved.episode_id) }, "open the saved episode"))
             : h("div", { class: "error-banner" }, saved.error || "not saved")));
         runsInfo = null; // the play run has grown
@@ -1050,17 +1162,51 @@
       }
       drawTl(); drawStatus();
     };
-    const cropBtn = h("button", { class: "primary", id: "play-crop", onclick: () => send({ type: "crop_video", start: Number(startIn.value), end: Number(endIn.value), think: thinkIn.value }) }, "crop_video");
+    const onCall = (name, read) => {
+      let args;
+      try { args = read(); } catch (err) { showError(err.message); return; }
+      send({ type: "tool_call", name, arguments: args, think: thinkIn.value });
+    };
+    const forms = tools.map((schema) => toolForm(schema, onCall));
+    controls.push(...forms.map((f) => f.button));
+    // the gestures fill the tools' parameters by name: a timeline drag gives start and end (a tool
+    // with a time but no span gets the drag's middle), a box dragged on a frame gives box and time
+    const onDrag = (a, b) => {
+      state.sel = [a, b];
+      for (const f of forms) {
+        if (f.has("start") && f.has("end")) { f.set("start", a.toFixed(1)); f.set("end", b.toFixed(1)); } else if (f.has("time") && !f.has("box")) f.set("time", ((a + b) / 2).toFixed(2));
+      }
+    };
+    const boxForms = forms.filter((f) => f.has("box") && f.has("time"));
+    const onBox = boxForms.length ? (box, frame) => { for (const f of boxForms) { f.set("box", box.join(", ")); f.set("time", frame.t); } } : null;
+    // the clue intervals are the answer key: fetched only when the player asks to see them (the saved episode records it) or at the end
+    st.clue_intervals = [];
+    const clues = h("input", { type: "checkbox", id: "play-show-clues", disabled: !st.has_clues, onchange: async () => {
+      state.showClues = clues.checked;
+      if (clues.checked && !state.cluesFetched) {
+        try { st.clue_intervals = (await api.playClues(st.session)).clue_intervals; state.cluesFetched = true; } catch (err) { showError(err.message); }
+      }
+      drawTl();
+    } });
+    const tlZoom = h("div", { id: "play-zoom" });
+    const drawTl = () => tlZoom.replaceChildren(zoomTools(() => state.view, st.duration, (v) => { state.view = v; drawTl(); })) || tlHolder.replaceChildren(timeline({
+      width: tlHolder.clientWidth, end: st.duration, clues: st.clue_intervals, showClues: state.showClues, initial: st.frames, allFrames: state.allFrames, calls: state.calls, currentTurn: null,
+      selection: state.sel, frameTicks: [], hideGain: !state.done, view: state.view, onZoom: (v) => { state.view = v; drawTl(); }, onDrag: state.done ? null : onDrag,
+    }));
+    const drawStatus = () => {
+      status.textContent = "turn " + state.turns.length + " of at most " + st.max_turns +
+        (state.evidence ? " · coverage " + fmt(state.evidence.coverage) + " · evidence score " + fmt(state.evidence.score) : " · coverage and evidence score are shown once you answer");
+    };
     const answerBtn = h("button", { class: "primary", id: "play-answer-btn", onclick: () => send({ type: "answer", text: answerIn.value, think: thinkIn.value }) }, "answer");
     const rawBtn = h("button", { id: "play-raw-btn", onclick: () => send({ type: "text", text: rawIn.value }) }, "send raw text");
-    controls.push(cropBtn, answerBtn, rawBtn);
+    controls.push(answerBtn, rawBtn);
     const optionButtons = (st.options || []).map((o) => { const b = h("button", { class: "option", onclick: () => { answerIn.value = (/^\s*([A-Z])/.exec(o) || [, o])[1]; } }, o); controls.push(b); return b; });
     area.replaceChildren(h("section", { class: "panel", id: "play-episode", "data-session": st.session },
       h("h2", {}, st.sample_id + " · " + st.problem_type), h("div", { class: "question" }, st.question), (st.options || []).length ? h("ol", { class: "options" }, st.options.map((o) => h("li", {}, o))) : null,
-      h("h3", {}, "initial frames"), framesBlock(st.frames, "initial"),
+      h("h3", {}, "initial frames" + (onBox ? " (drag a box on a frame to zoom there)" : "")), framesBlock(st.frames, "initial", onBox),
       h("h3", {}, "timeline (drag to select a span)"), tlZoom, tlHolder, h("label", { class: "meta" }, clues, " show clue intervals"), status,
       h("div", { class: "play-row" }, h("label", {}, "reasoning (optional)", thinkIn)),
-      h("div", { class: "play-row" }, h("label", {}, "start (s)", startIn), h("label", {}, "end (s)", endIn), cropBtn),
+      h("h3", {}, tools.length ? "tools" : "no tools in this env: answer from the frames"), h("div", { class: "play-tools", id: "play-tools" }, forms.map((f) => f.root)),
       h("div", { class: "play-row" }, h("label", {}, "answer", answerIn), optionButtons, answerBtn),
       h("details", {}, h("summary", {}, "raw assistant text"), rawIn, rawBtn), message, h("h3", {}, "turns"), log));
     drawTl(); drawStatus();
