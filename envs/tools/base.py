@@ -239,7 +239,7 @@ def _non_finite(value: Any, path: str) -> str | None:
     if isinstance(value, dict):
         return next((p for k, v in value.items() if (p := _non_finite(v, f"{path}.{k}" if path else k))), None)
     if isinstance(value, list):
-        return next((p for i, v in enumerate(value) if (p := _non_finite(v, f"{path}[{i}]"))), None)
+        return next((p for i, v in enumerate(value) if (p := _non_finite(v, f"{path}.{i}" if path else str(i)))), None)
     return None
 
 
