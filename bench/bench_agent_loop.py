@@ -31,12 +31,16 @@ from bench_videos import encoded_minute, repeat_video  # noqa: E402
 
 from videoseek.agents import prompting  # noqa: E402
 from videoseek.agents.groups import origin_plan  # noqa: E402
-from videoseek.agents.prompting import EncodingCache, frames_metadata  # noqa: E402
+from videoseek.agents.prompting import EncodingCache, frames_metadata, schemas_of  # noqa: E402
 from videoseek.agents.tiny_model import ensure_tiny_model  # noqa: E402
 from videoseek.envs import video as video_mod  # noqa: E402
 from videoseek.envs.env import EnvConfig  # noqa: E402
 from videoseek.envs.sample import VideoSample  # noqa: E402
+from videoseek.envs.tools import DEFAULT_TOOLS, get_tool  # noqa: E402
 from videoseek.training.verl_plugin.agent_loop import LoopOptions, VideoSeekAgentLoop, shared_renderer  # noqa: E402
+
+
+SPAN_TOOL = get_tool(DEFAULT_TOOLS[0])  # the default tool, which retrieves the frames of a time span
 
 
 class ScriptedServer:
@@ -51,7 +55,7 @@ class ScriptedServer:
         turn = sum(1 for t in prompt_ids if t == self.end) // 2 - 1  # system+user close 2; each turn adds 2
         if 0 <= turn < len(self.crops):
             s, e = self.crops[turn]
-            text = f'<tool_call>{{"name": "crop_video", "arguments": {{"start": {s}, "end": {e}}}}}</tool_call>'
+            text = SPAN_TOOL.call_text({"start": s, "end": e})
         else:
             text = "<answer>A</answer>"
         return TokenOutput(token_ids=self.tokenizer.encode(text, add_special_tokens=False) + [self.end], extra_fields={})
@@ -64,7 +68,8 @@ def make_loop(processor, config: EnvConfig, crops) -> VideoSeekAgentLoop:
     loop.options = LoopOptions(env=config, max_turn_tokens=256)
     loop.env_config = config.model_copy(update={"reward": loop.options.reward})
     loop.processor, loop.tokenizer = processor, processor.tokenizer
-    loop.renderer = shared_renderer(processor, None, None, True)
+    loop.tool_schemas = schemas_of(config.tools)
+    loop.renderer = shared_renderer(processor, None, None, loop.tool_schemas)
     loop.renderer.cache = EncodingCache(loop.renderer.cache.max_bytes)  # cold
     loop.mm_processor_kwargs = None
     loop.end_of_turn_id = loop.renderer.end_of_turn_id
@@ -91,7 +96,7 @@ def floor(processor, sample, config, result):
     """Decode the episode's frames (same indices, same size, fresh reader) + the processor once per video."""
     reader = video_mod.VideoReader(sample.video, backend=config.video_backend, cache=video_mod.FrameCache())
     size = video_mod.fit_pixels(reader.info.width, reader.info.height, config.max_pixels)
-    renderer = shared_renderer(processor, None, None, True)
+    renderer = shared_renderer(processor, None, None, config.tools)
     for frames, meta in result.videos:
         idx = reader.indices_at([t / 1000 for t in meta["frames_indices"]])
         decoded = reader._src.decode(list(idx), size)

@@ -14,6 +14,11 @@ perturbed ones included (the agent loop's episode dump against `run_rollouts`' r
 frame times and masks, tool answers, evidence, prediction, reward and components), the records
 verl trains from (group indices, crops, evidence, group rewards), GRPO advantages, and the token
 ids and loss / response masks training sees.
+
+The same with an env of two tools, `crop_video` and `zoom` (`EnvConfig.tools`): a policy that
+crops, zooms into a seeded box and answers from the zoomed pixels, and the tiny model of each
+family, which answers after a scripted crop and zoom, greedily, from what it was shown - on verl
+the zoomed frame is one more video in `multi_modal_data`, as in the local rendering.
 """
 
 from __future__ import annotations
@@ -46,25 +51,53 @@ STEP = 1  # verl's first training step (`global_steps` starts at 1)
 GROUP = 2
 PIXELS = {"min_pixels": 28 * 28, "max_pixels": 56 * 56}
 WINDOWS = [(11.5, 14.0), (2.0, 6.0), (12.0, 13.0)]
+TWO_TOOLS = ["crop_video", "zoom"]
+BOXES = [[0.25, 0.25, 0.75, 0.75], [0.4, 0.1, 1.2, 0.9], [0.0, 0.0, 0.5, 0.5]]  # the second is clipped to the frame
+KEY_BOX = BOXES[0]  # the samples' key-frame box: a zoom on it earns the clue-seek zoom credit
 
 
-def decide(turn: int, seed: int, frames: np.ndarray) -> str:
-    """The deterministic policy: a seeded crop first, then an answer read from the pixels."""
-    if turn == 0:
-        s, e = WINDOWS[seed % len(WINDOWS)]
-        return f'<think>Look closer.</think><tool_call>{{"name": "crop_video", "arguments": {{"start": {s}, "end": {e}}}}}</tool_call>'
+def crop(s: float, e: float) -> str:
+    return f'<think>Look closer.</think><tool_call>{{"name": "crop_video", "arguments": {{"start": {s}, "end": {e}}}}}</tool_call>'
+
+
+def zoom(time: float, box: list[float]) -> str:
+    return f'<think>Closer still.</think><tool_call>{{"name": "zoom", "arguments": {{"time": {time}, "box": {box}}}}}</tool_call>'
+
+
+def pixel_answer(frames: np.ndarray) -> str:
     letter = "ABCD"[int(np.asarray(frames, dtype=np.float64).mean()) % 4]
     # two ProcessThinker steps, so its continuations are sampled from each step prefix
     return f"<think><step>Ref: the frames at 00:00:12.</step><step>Delta: the brightness.</step></think><answer>{letter}</answer>"
 
 
+def decide(turn: int, seed: int, frames: np.ndarray) -> str:
+    """The deterministic policy: a seeded crop first, then an answer read from the pixels."""
+    if turn == 0:
+        return crop(*WINDOWS[seed % len(WINDOWS)])
+    return pixel_answer(frames)
+
+
+def decide_zoom(turn: int, seed: int, frames: np.ndarray) -> str:
+    """The deterministic policy with two tools: a seeded crop, a zoom at a seeded window's middle into
+    that window's box (the first window's is the key-frame box; its frame may be masked), then an
+    answer read from the zoomed pixels."""
+    if turn == 0:
+        return crop(*WINDOWS[seed % len(WINDOWS)])
+    if turn == 1:
+        s, e = WINDOWS[seed % len(WINDOWS)]
+        return zoom((s + e) / 2, BOXES[seed % len(WINDOWS)])
+    return pixel_answer(frames)
+
+
 class PixelPolicy:
-    """`decide` for `run_rollouts`, with the token ids a model writing that text would have."""
+    """`decide` (or another policy of that signature) for `run_rollouts`, with the token ids a model
+    writing that text would have."""
 
     name = "pixel"
 
-    def __init__(self, tokenizer) -> None:
+    def __init__(self, tokenizer, decide=decide) -> None:
         self.tokenizer = tokenizer
+        self.decide = decide
         self.end_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
 
     def act(self, batch):
@@ -72,21 +105,25 @@ class PixelPolicy:
         for item in batch:
             seed = turn_seed(episode_seed(SEED, STEP, item.episode_id), item.turn)
             frames = next(m.frames for m in reversed(item.messages) if m.frames is not None)
-            text = decide(item.turn, seed, frames)
+            text = self.decide(item.turn, seed, frames)
             out.append(PolicyOutput(text, token_ids=self.tokenizer.encode(text, add_special_tokens=False) + [self.end_id]))
         return out
 
 
-def make_respond(tokenizer):
-    """`decide` as the emulated vLLM server: the turn from the prompt, the seed from the request."""
+def assistant_turns(tokenizer, prompt_ids) -> int:
+    """The assistant turns a prompt already holds (its generation prompt not counted)."""
     assistant = tokenizer.encode("<|im_start|>assistant", add_special_tokens=False)
+    n = len(assistant)
+    return sum(1 for k in range(len(prompt_ids) - n + 1) if prompt_ids[k : k + n] == assistant) - 1
+
+
+def make_respond(tokenizer, decide=decide):
+    """`decide` as the emulated vLLM server: the turn from the prompt, the seed from the request."""
 
     def respond(prompt_ids, video_data, sampling_params):
-        n = len(assistant)
-        turn = sum(1 for k in range(len(prompt_ids) - n + 1) if prompt_ids[k : k + n] == assistant) - 1  # minus the generation prompt
         frames = video_data[-1][0] if isinstance(video_data[-1], tuple) else video_data[-1]
         frames = frames.numpy() if isinstance(frames, torch.Tensor) else frames
-        return decide(turn, int(sampling_params["seed"]), frames)
+        return decide(assistant_turns(tokenizer, prompt_ids), int(sampling_params["seed"]), frames)
 
     return respond
 
@@ -107,27 +144,33 @@ def samples(index_video):
     return [base, base.model_copy(update={"id": "eq-2", "question": "Which colour flashes in the video?", "answer": "C"})]
 
 
+@pytest.fixture(scope="module")
+def zoom_samples(samples):
+    """The samples with a key-frame box at the flash, for the zoom's spatial evidence and credit."""
+    return [VideoSample.model_validate({**s.model_dump(), "key_frames": [{"time": 12.5, "boxes": {"flash": KEY_BOX}}]}) for s in samples]
+
+
 @pytest.fixture
 def store(monkeypatch):
     return InMemoryTransferQueue().install(monkeypatch)
 
 
-def local_episodes(samples, preset, model):
+def local_episodes(samples, preset, model, env=ENV, decide=decide):
     """The local backend's step: `run_rollouts` at (SEED, STEP), then the batch it would train on."""
     processor = hf_processor(str(model))
-    recorder = RecordingPolicy(PixelPolicy(processor.tokenizer))
-    config = EnvConfig(**ENV, reward=RewardConfig(preset=preset))
+    recorder = RecordingPolicy(PixelPolicy(processor.tokenizer, decide))
+    config = EnvConfig(**env, reward=RewardConfig(preset=preset))
     trajs = run_rollouts(samples, recorder, group_size=GROUP, env_config=config, seed=SEED, step=STEP, progress=False)
-    renderer = ConversationRenderer(processor, mode="video", **PIXELS)
+    renderer = ConversationRenderer(processor, mode="video", tools=config.tools, **PIXELS)
     return trajs, training_batch(trajs, recorder, renderer)
 
 
-def verl_episodes(tmp_path, samples, preset, model):
+def verl_episodes(tmp_path, samples, preset, model, env=ENV, decide=decide, server=None, response_length=256):
     """verl's v1 worker and trainer, one step, on the same samples (one batch holds both questions)."""
-    parquet = export_samples(samples, tmp_path / "export", "train", EnvConfig(**ENV), progress=False)
-    cfg = make_config(tmp_path, model, parquet, reward=preset, group_size=GROUP, batch_size=len(samples),
-                      loop={**PIXELS, "seed": SEED})  # fmt: skip
-    run = V1Run(cfg, model, respond=make_respond(hf_processor(str(model)).tokenizer))
+    parquet = export_samples(samples, tmp_path / "export", "train", EnvConfig(**env), progress=False)
+    cfg = make_config(tmp_path, model, parquet, reward=preset, group_size=GROUP, batch_size=len(samples), response_length=response_length,
+                      loop={**PIXELS, "seed": SEED}, env=env)  # fmt: skip
+    run = V1Run(cfg, model, respond=None if server else make_respond(hf_processor(str(model)).tokenizer, decide), server=server)
     try:
         batch, _, stored = run.step()
     finally:
@@ -155,10 +198,9 @@ def episode_facts(traj: Trajectory) -> dict:
     }  # fmt: skip
 
 
-@pytest.mark.parametrize("preset", list(PRESETS))
-def test_run_rollouts_and_verl_v1_play_identical_episodes(tmp_path, tiny_model, samples, store, preset):
-    trajs, local = local_episodes(samples, preset, tiny_model)
-    batch, stored, dumped = verl_episodes(tmp_path, samples, preset, tiny_model)
+def assert_same_episodes(trajs, local, stored, dumped, preset, varied=True):
+    """Both paths played the same episodes, scored them alike, and train on the same tokens (the module
+    docstring); `varied`: the groups' rewards differ (advantages are not all 0)."""
     # Every episode, origin and perturbed, played the same: texts, frames (times, masks), evidence, score.
     assert sorted(dumped) == sorted(t.episode_id for t in trajs)
     for t in trajs:
@@ -183,7 +225,9 @@ def test_run_rollouts_and_verl_v1_play_identical_episodes(tmp_path, tiny_model, 
     for t in origin:
         k, rec, advantage = verl_by_id[t.episode_id]
         assert rec["group_index"] == t.group.index
-        assert rec["calls"] == [[c.start, c.end] for c in t.calls]
+        assert rec["calls"] == [[c.start, c.end] for c in t.calls if c.span is not None]
+        assert rec["episode"]["zooms"] == [[c.time, c.box] for c in t.calls if c.box is not None]
+        assert rec["tool_calls"] == {tool: sum(c.tool == tool for c in t.calls) for tool in {c.tool for c in t.calls}}
         assert {k: v for k, v in rec["evidence"].items() if k in t.turns[-1].evidence} == pytest.approx({k: v for k, v in t.turns[-1].evidence.items() if v is not None})
         # the local trajectory holds the final (group) reward; verl's record the episode's and the group's
         final, components = (rec["group_reward"], rec["group_components"]) if rec["group_reward"] is not None else (rec["reward"], rec["reward_components"])
@@ -195,7 +239,7 @@ def test_run_rollouts_and_verl_v1_play_identical_episodes(tmp_path, tiny_model, 
                       for kind in rec["perturbed"]}  # fmt: skip
             assert rec["perturbed"] == played
 
-    assert len(rewards) > 1, "the policy should give the groups different rewards (else advantages are all 0)"
+    assert len(rewards) > 1 or not varied, "the policy should give the groups different rewards (else advantages are all 0)"
     # What training sees: the same token ids, and the loss mask on exactly verl's response mask.
     for t, ep in zip(local.trajectories, local.episodes):
         k = verl_by_id[t.episode_id][0]
@@ -208,30 +252,94 @@ def test_run_rollouts_and_verl_v1_play_identical_episodes(tmp_path, tiny_model, 
         assert ep.input_ids[n:].tolist() in ([], [198]) and int(ep.loss_mask[n:].sum()) == 0
 
 
+@pytest.mark.parametrize("preset", list(PRESETS))
+def test_run_rollouts_and_verl_v1_play_identical_episodes(tmp_path, tiny_model, samples, store, preset):
+    trajs, local = local_episodes(samples, preset, tiny_model)
+    _, stored, dumped = verl_episodes(tmp_path, samples, preset, tiny_model)
+    assert_same_episodes(trajs, local, stored, dumped, preset)
+
+
+@pytest.mark.parametrize("preset", ["csgrpo", "dmgrpo"])
+def test_with_crop_and_zoom_both_paths_play_identical_episodes(tmp_path, tiny_model, zoom_samples, store, preset):
+    """An env with two tools: every episode crops and zooms; the zoom's frame (masked in DM-GRPO's
+    mask group when its time is) is what the answer is read from, its box the clue-seek zoom credit."""
+    env = {**ENV, "tools": TWO_TOOLS}
+    trajs, local = local_episodes(zoom_samples, preset, tiny_model, env, decide_zoom)
+    _, stored, dumped = verl_episodes(tmp_path, zoom_samples, preset, tiny_model, env, decide_zoom, response_length=512)  # two tool turns
+    # DM-GRPO's gate zeroes these episodes' rewards (every answer is wrong): what this case checks is the mask on zoomed frames
+    assert_same_episodes(trajs, local, stored, dumped, preset, varied=preset != "dmgrpo")
+    if preset == "dmgrpo":
+        zoomed = [t.turns[1].observation.frames[0] for t in trajs if t.group.role == "perturbed"]
+        assert {f.masked for f in zoomed} == {True, False}  # a zoom whose time the mask covers is blanked, another is not
+    origin = [t for t in trajs if t.group.role == "origin"]
+    assert all([c.tool for c in t.calls] == TWO_TOOLS for t in origin)
+    zooms = [c for t in origin for c in t.calls if c.tool == "zoom"]
+    assert {c.clipped for c in zooms} == {True, False}  # the seeds pick different boxes, one clipped to the frame
+    assert any(c.box_iou is not None and c.box_iou >= 0.5 for c in zooms)  # and one on the key-frame box: the zoom credit
+    for k, ef in enumerate(list(stored["extra_fields"])):  # the zoomed frame is the third video of each trained row
+        grid = stored["multi_modal_inputs"][k]["video_grid_thw"]
+        assert grid.shape[0] == 3 and int(grid[2][0]) == 1, grid  # one frame: one temporal patch
+        assert ef["videoseek"]["tools"] == TWO_TOOLS
+
+
+class ScriptedFirst:
+    """A policy that plays `turns` (texts, with the token ids a model writing them would have) first,
+    then lets `policy` play: the tiny model then answers from what the crop and the zoom showed."""
+
+    def __init__(self, policy, turns) -> None:
+        self.policy, self.turns = policy, list(turns)
+        self.name = policy.name
+        self.end_id = policy.tokenizer.convert_tokens_to_ids("<|im_end|>")
+
+    def act(self, batch):
+        out = [None] * len(batch)
+        rest = [k for k, item in enumerate(batch) if item.turn >= len(self.turns)]
+        for k, item in enumerate(batch):
+            if item.turn < len(self.turns):
+                text = self.turns[item.turn]
+                out[k] = PolicyOutput(text, token_ids=self.policy.tokenizer.encode(text, add_special_tokens=False) + [self.end_id])
+        for k, o in zip(rest, self.policy.act([batch[k] for k in rest]) if rest else []):
+            out[k] = o
+        return out
+
+
 @pytest.mark.slow
-def test_the_tiny_model_greedy_plays_the_same_tokens_on_both_paths(tmp_path, family_model_dir, samples, store):
+@pytest.mark.parametrize("tools", [None, TWO_TOOLS], ids=["default-tools", "crop-zoom"])
+def test_the_tiny_model_greedy_plays_the_same_tokens_on_both_paths(tmp_path, family_model_dir, samples, store, tools):
     """A real model: the tiny VLM of each family, greedy, generating locally (`TransformersPolicy`)
-    and behind the emulated vLLM server (the same model, from the ids and frames verl sends)."""
+    and behind the emulated vLLM server (the same model, from the ids and frames verl sends). With
+    two tools, both paths play a scripted crop and zoom first, then the model goes on from the
+    zoomed frame; the schemas of both tools are in its prompt."""
     from test_training_agent_loop import TinyModelServer
     from videoseek.agents.hf_policy import TransformersPolicy
 
     _, model = family_model_dir
+    env = {**ENV, "tools": tools} if tools else ENV
     max_turn_tokens = 64  # make_config's cap of one assistant turn
-    policy = TransformersPolicy(model, max_new_tokens=max_turn_tokens, temperature=0.0, **PIXELS)
-    recorder = RecordingPolicy(policy)
-    config = EnvConfig(**ENV, reward=RewardConfig(preset="csgrpo"))
+    policy = TransformersPolicy(model, max_new_tokens=max_turn_tokens, temperature=0.0, tools=env.get("tools", True), **PIXELS)
+    scripted = [crop(11.5, 14.0), zoom(12.5, KEY_BOX)] if tools else []
+    recorder = RecordingPolicy(ScriptedFirst(policy, scripted))
+    config = EnvConfig(**env, reward=RewardConfig(preset="csgrpo"))
     trajs = run_rollouts(samples, recorder, group_size=GROUP, env_config=config, seed=SEED, step=STEP, progress=False, batch_episodes=1)
     local = training_batch(trajs, recorder, policy.renderer)
 
-    parquet = export_samples(samples, tmp_path / "export", "train", EnvConfig(**ENV), progress=False)
+    server = TinyModelServer(model, do_sample=False)
+    if scripted:  # the server plays the same scripted turns, then generates
+        generate = server.generate
+
+        async def scripted_generate(prompt_ids, sampling_params, request_id, **kwargs):
+            turn = assistant_turns(server.tokenizer, list(prompt_ids))
+            if turn >= len(scripted):
+                return await generate(prompt_ids, sampling_params, request_id, **kwargs)
+            server._check_vision(list(prompt_ids), kwargs.get("image_data"), kwargs.get("video_data"), kwargs.get("mm_processor_kwargs"))
+            from verl.workers.rollout.replica import TokenOutput
+
+            ids = server.tokenizer.encode(scripted[turn], add_special_tokens=False) + [server.end_id]
+            return TokenOutput(token_ids=ids, log_probs=[0.0] * len(ids) if sampling_params.get("logprobs") else None, extra_fields={"global_steps": 0})
+
+        server.generate = scripted_generate
     # a response budget no episode reaches: the local driver has none (a turn the budget cuts is verl's alone)
-    cfg = make_config(tmp_path, model, parquet, reward="csgrpo", group_size=GROUP, batch_size=len(samples), response_length=4096,
-                      loop={**PIXELS, "seed": SEED})  # fmt: skip
-    run = V1Run(cfg, model, server=TinyModelServer(model, do_sample=False))
-    try:
-        _, _, stored = run.step()
-    finally:
-        run.close()
+    _, stored, dumped = verl_episodes(tmp_path, samples, "csgrpo", model, env, server=server, response_length=4096)
     by_id = {ef["videoseek"]["episode_id"]: k for k, ef in enumerate(list(stored["extra_fields"]))}
     assert sorted(by_id) == sorted(t.episode_id for t in local.trajectories)
     for t, ep in zip(local.trajectories, local.episodes):
@@ -243,3 +351,6 @@ def test_the_tiny_model_greedy_plays_the_same_tokens_on_both_paths(tmp_path, fam
         rec = list(stored["extra_fields"])[k]["videoseek"]
         assert int(ep.loss_mask[n:].sum()) == 0, (rec["ended_by"], len(response))
         assert rec["reward"] == pytest.approx(t.reward) and rec["reward_components"] == pytest.approx(t.reward_components)
+        assert episode_facts(dumped[t.episode_id]) == episode_facts(t), t.episode_id
+        if tools:
+            assert [c.tool for c in t.calls] == TWO_TOOLS and stored["multi_modal_inputs"][k]["video_grid_thw"].shape[0] == 3

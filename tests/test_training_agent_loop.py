@@ -26,6 +26,9 @@ from verl_harness import (
     ANSWER,
     CROP,
     ENV,
+    FRAME_AT,
+    FRAME_AT_TOOL,
+    ZOOM,
     FakeVLLMServer,
     InProcessReward,
     load_batch,
@@ -164,6 +167,30 @@ def test_the_server_gets_one_placeholder_per_video_and_vllm_expands_it_to_the_tr
     assert server.requests[-1]["expanded_ids"] + generated == trained
     if family == "qwen3-vl":  # every frame pair's time text is in the trained ids, once
         assert worker.tokenizer.decode(trained).count(" seconds>") == 4 and "seconds>" not in worker.tokenizer.decode(server.requests[-1]["prompt_ids"])
+
+
+def test_zoom_and_a_custom_tool_through_the_loop(tmp_path, tiny_model, index_sample_module):
+    """An env of three tools, the custom one by its file path (examples/custom_tool.py): the prompt
+    lists the three schemas, each call's frame is one more video (a one-frame video, as the renderer
+    lays out every tool turn), and the record and compute_score count the calls per tool."""
+    env = {**ENV, "tools": ["crop_video", "zoom", FRAME_AT_TOOL]}
+    parquet = export_samples([index_sample_module], tmp_path / "export", "train", EnvConfig(**env), progress=False)
+    cfg = make_config(tmp_path, tiny_model, parquet, env=env, prompt_length=2048, response_length=512)
+    server = scripted(tiny_model, [ZOOM, FRAME_AT, ANSWER])
+    worker, out = run_worker(cfg, server, n=1)
+    record = out.non_tensor_batch["videoseek"][0]
+    assert record["failure"] is None and record["ended_by"] == "env" and record["episode"]["prediction"] == "B"
+    assert record["tools"] == ["crop_video", "zoom", "frame_at"] and record["tool_calls"] == {"zoom": 1, "frame_at": 1}
+    assert record["calls"] == [] and record["episode"]["zooms"] == [[12.5, [0.25, 0.25, 0.75, 0.75]]]
+    counts = {k: float(out.non_tensor_batch[k][0]) for k in ("calls", "calls/crop_video", "calls/zoom", "calls/frame_at", "crop_rate")}
+    assert counts == {"calls": 2.0, "calls/crop_video": 0.0, "calls/zoom": 1.0, "calls/frame_at": 1.0, "crop_rate": 1.0}
+    prompt = worker.tokenizer.decode(server.requests[0]["prompt_ids"])
+    assert all(f'"name": "{name}"' in prompt for name in ("crop_video", "zoom", "frame_at"))
+    grid = out.non_tensor_batch["multi_modal_inputs"][0]["video_grid_thw"]
+    assert grid.shape[0] == 3 and grid[1][0] == 1 and grid[2][0] == 1  # the sparse frames, then one frame per call
+    pads = int((out.batch["input_ids"][0] == worker.tokenizer.convert_tokens_to_ids("<|video_pad|>")).sum())
+    assert pads == int((grid.prod(dim=1) // 4).sum())
+    assert [r["prompt_ids"].count(server.video_pad) for r in server.requests] == [1, 2, 3]
 
 
 def test_tiny_model_generation_never_breaks_the_worker(tmp_path, tiny_model, exported):

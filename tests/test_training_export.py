@@ -47,6 +47,26 @@ def test_cli_export_verl_and_bad_data(tmp_path, index_sample, capsys):
     assert "bad.jsonl:1" in err and len(err.strip().splitlines()) == 1
 
 
+def test_cli_export_verl_tools(tmp_path, index_sample, capsys):
+    """`--tools` sets the env's tools: the rows' system prompt is theirs, and each gets tools_kwargs;
+    an unknown tool is a one-line error that names it."""
+    from videoseek.envs.tools import system_prompt
+
+    data = write_jsonl([index_sample], tmp_path / "samples.jsonl")
+    assert cli_main(["export-verl", "--data", str(data), "--out", str(tmp_path / "out"), "--val-fraction", "0", "--tools", "crop_video,zoom"]) == 0
+    row = pd.read_parquet(tmp_path / "out" / "train.parquet").iloc[0]
+    assert list(row["extra_info"]["tools"]) == ["crop_video", "zoom"]
+    assert sorted(k for k, v in row["extra_info"]["tools_kwargs"].items() if v is not None) == ["crop_video", "zoom"]
+    assert row["prompt"][0]["content"] == system_prompt(["crop_video", "zoom"])
+    assert cli_main(["export-verl", "--data", str(data), "--out", str(tmp_path / "none"), "--val-fraction", "0", "--tools", ""]) == 0
+    row = pd.read_parquet(tmp_path / "none" / "train.parquet").iloc[0]
+    assert list(row["extra_info"]["tools"]) == [] and row["prompt"][0]["content"] == system_prompt([])
+    capsys.readouterr()
+    assert cli_main(["export-verl", "--data", str(data), "--out", str(tmp_path / "bad"), "--tools", "crop_video,telescope"]) == 2
+    err = capsys.readouterr().err
+    assert "telescope" in err and len(err.strip().splitlines()) == 1 and not (tmp_path / "bad").exists()
+
+
 def test_sft_conversations_train_on_assistant_tokens_only(tmp_path, index_sample):
     pytest.importorskip("verl")
     from transformers import AutoProcessor

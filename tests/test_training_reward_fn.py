@@ -91,3 +91,52 @@ def test_records_round_trip(index_sample):
     summary = env.summary()
     assert summary_from_dict(json.loads(json.dumps(summary_to_dict(summary)))) == summary
     assert sample_from_extra_info({"sample": sample_to_json(index_sample)}) == index_sample
+
+
+ZOOM = '<think>closer</think><tool_call>{"name": "zoom", "arguments": {"time": 12.5, "box": [0.25, 0.25, 0.75, 0.75]}}</tool_call>'
+
+
+def play_tools(sample, turns, tools):
+    env = VideoSeekEnv(sample, EnvConfig(initial_frames=4, frames_per_call=4, tools=tools))
+    env.reset(seed=0)
+    for text in turns:
+        _, reward, terminated, truncated, _ = env.step(text)
+        if terminated or truncated:
+            break
+    return env, reward
+
+
+def test_zooms_are_scored_and_calls_counted_per_configured_tool(index_sample):
+    """A zoom on the key-frame box earns the clue-seek zoom credit through the record as in the env;
+    `calls/<tool>` has a key per configured tool (0 for one not called), `calls` counts every accepted call."""
+    sample = index_sample.model_copy(update={"key_frames": [{"time": 12.5, "boxes": {"flash": [0.25, 0.25, 0.75, 0.75]}}]})
+    sample = type(index_sample).model_validate(sample.model_dump())
+    env, env_reward = play_tools(sample, [CALL, ZOOM, "<think>green</think><answer>B</answer>"], ["crop_video", "zoom"])
+    summary = env.summary()
+    assert summary.zooms == [(12.5, [0.25, 0.25, 0.75, 0.75])]
+    assert summary_from_dict(json.loads(json.dumps(summary_to_dict(summary)))) == summary
+    record = {"tools": ["crop_video", "zoom"], "tool_calls": {"crop_video": 1, "zoom": 1}}
+    out = compute_score("s", "", "B", extra_info_for(sample, env, **record))
+    assert out["score"] == pytest.approx(env_reward) and out["clue_seek"] == pytest.approx(env.trajectory.reward_components["clue_seek"])
+    assert (out["calls"], out["calls/crop_video"], out["calls/zoom"], out["num_calls"], out["crop_rate"]) == (2.0, 1.0, 1.0, 1.0, 1.0)
+    quiet, _ = play_tools(sample, ["<think>B</think><answer>B</answer>"], ["crop_video", "zoom"])
+    none = compute_score("s", "", "B", extra_info_for(sample, quiet, **{**record, "tool_calls": {}}))
+    assert none.keys() == out.keys() and (none["calls"], none["calls/zoom"], none["crop_rate"]) == (0.0, 0.0, 0.0)
+
+
+def test_tool_agent_rows_score_the_adapters_record(index_sample):
+    """Rows of verl's ToolAgentLoop: the calls the adapters recorded, the tools the export named."""
+    from videoseek.training.verl_plugin.records import TOOL_KEY
+
+    index_sample = index_sample.model_copy(update={"duration": 20.0})  # as export-verl writes it
+    info = {"sample": sample_to_json(index_sample), "reward_preset": "csgrpo", "tools": ["crop_video", "zoom"],
+            TOOL_KEY: {"calls": [[11.5, 14.0]], "zooms": [[12.5, [0.25, 0.25, 0.75, 0.75]]], "tool_calls": {"crop_video": 1, "zoom": 1},
+                       "invalid_calls": 0, "frames": 5}}  # fmt: skip
+    text = f"{CALL}<|im_end|>\n<|im_start|>user\n<tool_response>x</tool_response><|im_end|>\n<|im_start|>assistant\n<answer>B</answer>"
+    out = compute_score("s", text, "B", info)
+    episode = episode_from_response(text, 20.0, info[TOOL_KEY])
+    assert episode.zooms == [(12.5, [0.25, 0.25, 0.75, 0.75])] and episode.calls == [(11.5, 14.0)]
+    assert out["score"] == pytest.approx(score_episode(index_sample, episode, RewardConfig(preset="csgrpo"))[0])
+    assert (out["calls"], out["calls/crop_video"], out["calls/zoom"]) == (2.0, 1.0, 1.0)
+    plain = compute_score("s", "<answer>B</answer>", "B", {"sample": sample_to_json(index_sample)})  # rows of the one-tool days
+    assert plain["calls"] == 0.0 and [k for k in plain if k.startswith("calls/")] == ["calls/crop_video"]

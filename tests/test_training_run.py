@@ -68,6 +68,28 @@ def test_dry_run_composes_validates_and_writes_the_config(tmp_path, tiny, data, 
     assert (out / "data" / "train.parquet").is_file() and "verl.trainer.main_ppo" in (out / "command.sh").read_text()
 
 
+def test_dry_run_passes_the_tools_to_the_env_rows_and_agent_loop(tmp_path, tiny, data, capsys, monkeypatch):
+    """`--tools` reaches the agent-loop YAML (a tool file's path made absolute, for Ray workers started
+    elsewhere), the exported rows and the printout; an unknown tool is one line, before any work."""
+    import pandas as pd
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(root)  # the custom tool by its path relative to the repository, as a user writes it
+    out = tmp_path / "run"
+    argv = ["--dry-run", "--data", str(data), "--model", str(tiny), "--out", str(out), "--batch-size", "1"]
+    assert run_csgrpo.main([*argv, "--tools", "crop_video, zoom,examples/custom_tool.py:FrameAtTool"]) == 0
+    tools = ["crop_video", "zoom", f"{root / 'examples' / 'custom_tool.py'}:FrameAtTool"]
+    loop = yaml.safe_load((out / "agent_loop.yaml").read_text())
+    assert loop[0]["videoseek"]["env"]["tools"] == tools
+    assert f"env tools: {', '.join(tools)}" in capsys.readouterr().out
+    row = pd.read_parquet(out / "data" / "train.parquet").iloc[0]
+    assert list(row["extra_info"]["tools"]) == ["crop_video", "zoom", "frame_at"]
+    assert run_csgrpo.main([*argv, "--out", str(tmp_path / "bad"), "--tools", "crop_video,telescope"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--tools" in err[0] and "telescope" in err[0] and not (tmp_path / "bad").exists()
+
+
 @pytest.fixture(scope="module")
 def many(tmp_path_factory, index_video):
     """Enough questions for one batch of the largest ready config (32) after the 10% validation split."""

@@ -33,6 +33,7 @@ import inspect
 import threading
 import uuid
 from collections import defaultdict
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -55,14 +56,19 @@ from videoseek.training.verl_plugin.config import TrainSpec, compose, verl_overr
 
 ENV = {"initial_frames": 4, "frames_per_call": 4, "max_turns": 3, "max_total_frames": 16, "max_pixels": 56 * 112}
 CROP = '<think>The sparse frames miss it.</think><tool_call>{"name": "crop_video", "arguments": {"start": 11.5, "end": 14.0}}</tool_call>'
+ZOOM = '<think>Closer.</think><tool_call>{"name": "zoom", "arguments": {"time": 12.5, "box": [0.25, 0.25, 0.75, 0.75]}}</tool_call>'
 ANSWER = "<think>At 12.5s it is green.</think><answer>B</answer>"
+# The custom tool of examples/custom_tool.py, by its file path (an absolute one: tests may run from any folder).
+FRAME_AT_TOOL = f"{Path(__file__).resolve().parents[1] / 'examples' / 'custom_tool.py'}:FrameAtTool"
+FRAME_AT = '<think>One frame.</think><tool_call>{"name": "frame_at", "arguments": {"time": 12.5}}</tool_call>'
 
 
-def make_config(tmp_path, model, parquet, reward="default", response_length=256, group_size=2, batch_size=1, loop=None, overrides=None):
+def make_config(tmp_path, model, parquet, reward="default", response_length=256, group_size=2, batch_size=1, loop=None, overrides=None, env=None,
+                prompt_length=1024):  # fmt: skip
     spec = TrainSpec(
         model=str(model), train_files=[str(parquet)], val_files=[str(parquet)], out=str(tmp_path / "run"), reward=reward,
-        group_size=group_size, batch_size=batch_size, n_gpus=1, prompt_length=1024, response_length=response_length,
-        max_turn_tokens=64, env=ENV, loop=loop or {}, overrides={"actor_rollout_ref.rollout.agent.num_workers": 1, "data.dataloader_num_workers": 0, **(overrides or {})},
+        group_size=group_size, batch_size=batch_size, n_gpus=1, prompt_length=prompt_length, response_length=response_length,
+        max_turn_tokens=64, env=env or ENV, loop=loop or {}, overrides={"actor_rollout_ref.rollout.agent.num_workers": 1, "data.dataloader_num_workers": 0, **(overrides or {})},
     )  # fmt: skip
     return compose(verl_overrides(spec, write_agent_loop_yaml(spec)))
 

@@ -5,6 +5,7 @@
     python training/run_csgrpo.py --reward dmgrpo --steps 20
     python training/run_csgrpo.py --backend verl --dry-run                  # compose + validate verl's config
     python training/run_csgrpo.py --backend verl --config qwen25vl_7b_8gpu --data train.jsonl
+    python training/run_csgrpo.py --tools crop_video,zoom                   # the env's tools (default: crop_video)
 
 Two backends share the data, the reward presets and the verl algorithm config:
 
@@ -19,6 +20,11 @@ Two backends share the data, the reward presets and the verl algorithm config:
   estimator, batch and length settings, GPUs), validates it, prints the full command and runs
   `python -m verl.trainer.main_ppo`. `--dry-run` stops after writing RUN/verl_config.yaml and
   RUN/command.sh: it needs no GPU.
+
+Both backends play the env of `EnvConfig(**env)`, the ready config's `env:` with `--tools` on top:
+the local backend's rollouts and RUN/run.json, verl's rows (`export-verl`: the tools' system
+prompt and `tools_kwargs`) and the agent-loop YAML (RUN/agent_loop.yaml, which `--dry-run` writes
+and whose tools it prints).
 
 The script reads top to bottom: arguments, data, model, then either backend.
 """
@@ -60,6 +66,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--config", default=None, help="a ready config: name in training/configs (qwen25vl_7b_8gpu, qwen25vl_3b_1gpu) or a YAML path")
     p.add_argument("--model", default=None, help="Hugging Face checkpoint folder (default: the tiny offline Qwen2.5-VL)")
     p.add_argument("--data", default=None, help="samples JSONL or verl parquet (default: a synthetic set, generated if absent)")
+    p.add_argument("--tools", default=None, metavar="TOOL,TOOL,...",
+                   help="the env's tools (EnvConfig.tools), comma-separated: registered names (crop_video, zoom) or import paths "
+                        "'package.module:Class' / 'path/to/file.py:Class'; '' for none (default: the --config's, else crop_video)")
     p.add_argument("--val-data", default=None, help="validation parquet/JSONL for verl (default: 10%% of --data)")
     p.add_argument("--group-size", type=int, default=None, help="rollouts per question G")
     p.add_argument("--batch-size", type=int, default=None, help="questions per step")
@@ -72,7 +81,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--device", default=None, help="local backend: cuda or cpu (default cuda when available)")
     p.add_argument("--threads", type=int, default=None, help="local backend: torch CPU threads (1 is fastest on a busy machine)")
     p.add_argument("--collapse-threshold", type=float, default=0.1,
-                   help="local backend: warn once when the crop rate stays below this (default 0.1) ...")
+                   help="local backend: warn once when the share of episodes that call a tool (crop_rate) stays below this (default 0.1) ...")
     p.add_argument("--collapse-steps", type=int, default=5, help="... for this many steps in a row (default 5)")
     p.add_argument("--synthetic-n", type=int, default=16, help="size of the generated synthetic set (default 16)")
     p.add_argument("--dry-run", action="store_true", help="compose and validate verl's config, write it, start nothing")
@@ -131,6 +140,8 @@ def build_spec(args: argparse.Namespace, model: str, train_files: list[str], val
         "lr": args.lr, "kl_coef": args.kl_coef, "n_gpus": args.n_gpus, "seed": args.seed,
     }  # fmt: skip
     values.update({k: v for k, v in cli.items() if v is not None})
+    if args.tools is not None:
+        values["env"] = {**values.get("env", {}), "tools": cli_tools(args.tools)}
     overrides = dict(values.pop("overrides", {}) or {})
     for item in args.override:
         key, sep, value = item.partition("=")
@@ -139,6 +150,23 @@ def build_spec(args: argparse.Namespace, model: str, train_files: list[str], val
         overrides[key] = _yaml_value(value)
     out = args.out or f"runs/{values['reward']}"
     return TrainSpec(model=model, train_files=train_files, val_files=val_files, out=out, overrides=overrides, **values)
+
+
+def cli_tools(text: str) -> list[str]:
+    """The tool specs of `--tools`; a file path ("path/to/file.py:Class") made absolute, so that verl's
+    Ray workers, started in another folder, import the same file. ConfigError naming an unknown tool."""
+    from videoseek.training.exports.verl_parquet import parse_tools
+    from videoseek.training.verl_plugin.config import ConfigError
+
+    try:
+        tools = parse_tools(text)
+    except ValueError as exc:
+        raise ConfigError(f"--tools: {exc}") from None
+    out = []
+    for spec in tools:
+        module, sep, name = spec.rpartition(":")
+        out.append(f"{Path(module).resolve()}{sep}{name}" if sep and module.endswith(".py") else spec)
+    return out
 
 
 def _yaml_value(text: str):
@@ -226,6 +254,8 @@ def run_verl(args: argparse.Namespace) -> int:
     (run_dir / "verl_config.yaml").write_text(OmegaConf.to_yaml(cfg), encoding="utf-8")
     (run_dir / "command.sh").write_text("#!/bin/sh\n" + shell_line(command) + "\n", encoding="utf-8")
     print(f"verl config valid: {run_dir / 'verl_config.yaml'}", flush=True)
+    tools = EnvConfig(**spec.env).tools
+    print(f"env tools: {', '.join(tools) or 'none (no-tool baseline)'} ({run_dir / 'agent_loop.yaml'})", flush=True)
     if args.dry_run:
         return 0
     env = {**os.environ, "VERL_USE_EXTERNAL_MODULES": "videoseek.training.verl_plugin.plugin"}

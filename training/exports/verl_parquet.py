@@ -2,19 +2,22 @@
 
 One row per sample, in the layout `verl.utils.dataset.rl_dataset.RLHFDataset` reads:
 
-- `prompt`: the chat messages of the episode's start as the renderer writes them (system prompt,
-  then the user turn with a `<video>` placeholder and the question text the env shows at reset);
+- `prompt`: the chat messages of the episode's start as the renderer writes them (the env's system
+  prompt for its tools, then the user turn with a `<video>` placeholder and the question text the
+  env shows at reset);
 - `videos`: one entry per placeholder, the env's sparse initial frames written as JPEG files
   (`{"video": [frame paths], "sample_fps": n / duration, "min_pixels", "max_pixels"}`), which
   qwen-vl-utils loads as a video, so verl's length filter and verl's stock single-turn loop (a
   no-tool baseline) see the frames the env shows;
 - `reward_model.ground_truth`: the answer; `data_source`; `agent_name`: "videoseek"
   (`VideoSeekAgentLoop`, the default) or "tool_agent" (`--agent tool_agent`: verl's stock
-  `ToolAgentLoop` with `CropVideoTool` and `training/configs/tools/crop_video_tool.yaml`);
+  `ToolAgentLoop` with the `VideoSeekTool` adapters, `training/configs/tools/*.yaml`);
 - `extra_info`: `index`, `sample_id`, `split`, and `sample` (the `VideoSample` as a JSON string with
   an absolute video path and its duration filled in), which `VideoSeekAgentLoop` and
-  `compute_score` read; the same string in `tools_kwargs.crop_video.create_kwargs.sample`, which
-  verl's `ToolAgentLoop` hands to `CropVideoTool.create` at every call.
+  `compute_score` read; `tools`: the names of the env's tools (`--tools`, default
+  `EnvConfig`'s), whose per-tool call counts `compute_score` reports; and for each of them the
+  same sample string in `tools_kwargs.<tool>.create_kwargs.sample`, which verl's `ToolAgentLoop`
+  hands to that tool's adapter (`VideoSeekTool.create`) at every call.
 
 The agent loop itself does not use the frame files: it rebuilds the conversation from
 `extra_info.sample` through `VideoSeekEnv` and the renderer, so its tokens match a local rollout.
@@ -33,7 +36,8 @@ from videoseek.agents.policy import Message
 from videoseek.agents.prompting import ZERO_WIDTH_SPACE, initial_messages, placeholder_text
 from videoseek.envs.env import EnvConfig, VideoSeekEnv
 from videoseek.envs.sample import DataError, VideoSample, iter_jsonl
-from videoseek.training.verl_plugin.records import AGENT_NAME, TOOL_AGENT_NAME, sample_to_json
+from videoseek.envs.tools import DEFAULT_TOOLS, resolve_tools
+from videoseek.training.verl_plugin.records import AGENT_NAME, TOOL_AGENT_NAME, TOOLS_KEY, sample_to_json
 
 FRAME_QUALITY = 95
 # Qwen2.5-VL's patch (14) x spatial merge (2): qwen-vl-utils resizes frames to multiples of it.
@@ -96,15 +100,19 @@ def placeholder_prompt(messages: list[Message], video_token: str = "<video>") ->
 def export_row(sample: VideoSample, index: int, split: str, env_config: EnvConfig, frames_root: Path, agent_name: str = AGENT_NAME) -> dict[str, Any]:
     """One parquet row for `sample` (decodes its initial frames through the env)."""
     env = VideoSeekEnv(sample, env_config)
-    obs, _ = env.reset(seed=0)
+    obs, info = env.reset(seed=0)
     sample = sample.model_copy(update={"duration": env.duration, "video": str(Path(sample.video).resolve())})
     frames, ts = obs["frames"], obs["timestamps"]
-    prompt = placeholder_prompt(initial_messages(obs))
+    prompt = placeholder_prompt(initial_messages(obs, info["instructions"]))
     videos = []
     if len(ts):
         paths = write_frames(frames, frames_root / frame_folder_name(sample.id))
         videos.append(video_entry(paths, ts, env.duration, env_config.max_pixels))
     sample_json = sample_to_json(sample)
+    tools = list(env.tools)  # the configured tools' names, in order
+    extra_info: dict[str, Any] = {"index": index, "split": split, "sample_id": sample.id, "sample": sample_json, TOOLS_KEY: tools}
+    if tools:  # (parquet cannot store an empty struct: a no-tool row has no tools_kwargs)
+        extra_info["tools_kwargs"] = {name: {"create_kwargs": {"sample": sample_json}} for name in tools}
     return {
         "data_source": sample.data_source or "videoseek",
         "agent_name": agent_name,
@@ -112,10 +120,7 @@ def export_row(sample: VideoSample, index: int, split: str, env_config: EnvConfi
         "videos": videos,
         "ability": "video_reasoning",
         "reward_model": {"style": "rule", "ground_truth": sample.answer},
-        "extra_info": {
-            "index": index, "split": split, "sample_id": sample.id, "sample": sample_json,
-            "tools_kwargs": {"crop_video": {"create_kwargs": {"sample": sample_json}}},
-        },  # fmt: skip
+        "extra_info": extra_info,
     }
 
 
@@ -156,6 +161,13 @@ def split_samples(samples: list[VideoSample], val_fraction: float, seed: int = 0
 
 
 # ---- CLI -------------------------------------------------------------------------------------
+def parse_tools(text: str) -> list[str]:
+    """The tool specs of a comma-separated `--tools` value ("" is none); ValueError (one line) naming an unknown tool."""
+    tools = [t.strip() for t in (text or "").split(",") if t.strip()]
+    resolve_tools(tools)  # "unknown tool 'x'; registered tools: ..."
+    return tools
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", required=True, nargs="+", help="samples JSONL file(s)")
     parser.add_argument("--out", required=True, help="output folder (train.parquet, val.parquet, frames/)")
@@ -163,16 +175,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the train/val split")
     parser.add_argument("--initial-frames", type=int, default=EnvConfig().initial_frames, help="sparse frames at reset")
     parser.add_argument("--max-pixels", type=int, default=EnvConfig().max_pixels, help="per-frame pixel budget")
+    parser.add_argument("--tools", default=",".join(DEFAULT_TOOLS), metavar="NAMES",
+                        help="the env's tools, comma-separated: registered names or import paths 'package.module:Class' or "
+                        "'path/to/file.py:Class' (default: %(default)s; '' for none); the rows get the system prompt of "
+                        "these tools and tools_kwargs for each")
     parser.add_argument("--agent", choices=[AGENT_NAME, TOOL_AGENT_NAME], default=AGENT_NAME,
-                        help="the rows' agent_name: videoseek (VideoSeekAgentLoop, clips as video) or tool_agent "
-                        "(verl's stock ToolAgentLoop with CropVideoTool, clips as images; training/configs/tools/crop_video_tool.yaml)")
+                        help="the rows' agent_name: videoseek (VideoSeekAgentLoop, tool frames as video) or tool_agent "
+                        "(verl's stock ToolAgentLoop with the VideoSeekTool adapters, tool frames as images; training/configs/tools/)")
 
 
 def run(args: argparse.Namespace) -> int:
+    from videoseek.cli import UserError
+
+    try:
+        tools = parse_tools(args.tools)
+    except ValueError as exc:
+        raise UserError(f"--tools: {exc}") from None
+    config = EnvConfig(initial_frames=args.initial_frames, max_pixels=args.max_pixels, tools=tools)
     samples: list[VideoSample] = []
     for path in args.data:
         samples.extend(iter_jsonl(path))
-    config = EnvConfig(initial_frames=args.initial_frames, max_pixels=args.max_pixels)
     train, val = split_samples(samples, args.val_fraction, args.seed)
     written = [export_samples(train, args.out, "train", config, agent_name=args.agent)]
     if val:

@@ -6,27 +6,31 @@ and token ids out. This loop:
 
 1. builds a `VideoSeekEnv` from the row's sample (`extra_info["sample"]`, written by
    `videoseek export-verl`) and resets it;
-2. renders the conversation with the shared `ConversationRenderer` (Qwen's chat template, the
-   frames as a Qwen-VL *video* with their real timestamps) - the renderer the transformers
-   policy uses, so a conversation has the same token ids in verl as in a local rollout. These
+2. renders the conversation with the shared `ConversationRenderer` (Qwen's chat template with the
+   env's tool schemas, `EnvConfig.tools`; the frames as a Qwen-VL *video* with their real
+   timestamps) - the renderer the transformers policy uses, so a conversation has the same token
+   ids in verl as in a local rollout. These
    ids (each video expanded by the processor) are what training sees; the server gets the same
    conversation with one placeholder per video (`families.vllm_prompt_ids`), which vLLM expands
    back to exactly these ids (for Qwen3-VL, sending the expanded ids made vLLM write every frame
    pair's `<t seconds>` and markers a second time);
 3. loops: generate a turn (stop at `<|im_end|>` or the protocol's stop strings, capped by the
-   response budget) -> `env.step(text)` -> append the tool turn (its text and the crop's frames
-   as a new video) with response_mask 0 -> until the env ends the episode or the response budget
+   response budget) -> `env.step(text)` (the env parses the call and runs whichever of its tools
+   it names) -> append the tool turn (its text and the frames the call returned as a new video: a
+   crop's frames, a zoom's one frame, any tool's, as the renderer lays out every tool turn) with
+   response_mask 0 -> until the env ends the episode or the response budget
    (`rollout.response_length`) is spent. verl's stock `ToolAgentLoop` rejects tools that return
-   video (`NotImplementedError`), hence this loop;
+   video (`NotImplementedError`), hence this loop (`tool_adapter.py` serves that loop instead,
+   frames as images);
 4. returns `AgentLoopOutput` with the prompt / response ids, response_mask (1 exactly on the
    tokens the model generated), the frames of every video in placeholder order as
    `multi_modal_data["videos"]` (verl recomputes `pixel_values_videos` / `video_grid_thw` and the
    M-RoPE position ids from them, with the processor `positions.align_positions` fixed),
    `num_turns`, and `extra_fields`: the server outputs' own fields merged as verl's
    `ToolAgentLoop` merges them (`min_global_steps` / `max_global_steps`, which verl's v1 trainer
-   reads as ints) plus `extra_fields["videoseek"]`: the episode summary, crop intervals, evidence
-   state, reward preset and, for group presets, the group reward (`records.py` documents the
-   layout; `reward_fn.compute_score` reads it).
+   reads as ints) plus `extra_fields["videoseek"]`: the episode summary, the retrieved spans, the
+   accepted calls per tool, the env's tool names, evidence state, reward preset and, for group
+   presets, the group reward (`records.py` documents the layout; `reward_fn.compute_score` reads it).
 
 With verl's v1 trainer and `trainer.rollout_data_dir` set, each episode is also written to
 `rollout_data_dir/videoseek/` (`episode_dump.py`) as the env's own `Trajectory`, perturbed
@@ -51,6 +55,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 import time
 from collections.abc import Mapping
@@ -80,13 +85,13 @@ from videoseek.agents.groups import (
 )
 from videoseek.agents.policy import Message, stable_seed
 from videoseek.agents.prompting import (
-    CROP_VIDEO_TOOL,
     DEFAULT_STOP_STRINGS,
     ConversationRenderer,
     TemplateError,
     assistant_message,
     initial_messages,
     prefix_token_ids,
+    schemas_of,
     tool_message,
 )
 from videoseek.envs.actions import Invalid
@@ -175,16 +180,17 @@ def merge_server_fields(merged: dict[str, Any], new: Mapping[str, Any]) -> None:
 _RENDERERS: dict[tuple, ConversationRenderer] = {}
 
 
-def shared_renderer(processor: Any, min_pixels: int | None, max_pixels: int | None, tools: bool = True) -> ConversationRenderer:
+def shared_renderer(processor: Any, min_pixels: int | None, max_pixels: int | None, tools: Any = True) -> ConversationRenderer:
     """One renderer per processor, pixel bounds and tool list (verl builds an agent loop per trajectory).
 
-    `tools=False` (`EnvConfig(tools=False)`, the no-tool baseline) renders no crop_video schema,
-    as the transformers policy does: the model is not told of a tool the env refuses."""
-    key = (id(processor), min_pixels, max_pixels, tools)
+    `tools`: the env's tool schemas (`info["tools"]`), or what `prompting.schemas_of` reads (tool
+    names as in `EnvConfig.tools`, True for the default tools); [] (the no-tool baseline) renders
+    no schema, as the transformers policy does: the model is not told of a tool the env refuses."""
+    schemas = schemas_of(tools)
+    key = (id(processor), min_pixels, max_pixels, json.dumps(schemas, sort_keys=True))
     renderer = _RENDERERS.get(key)
     if renderer is None:
-        renderer = ConversationRenderer(processor, mode="video", min_pixels=min_pixels, max_pixels=max_pixels,
-                                        tools=(CROP_VIDEO_TOOL,) if tools else ())  # fmt: skip
+        renderer = ConversationRenderer(processor, mode="video", min_pixels=min_pixels, max_pixels=max_pixels, tools=schemas)
         _RENDERERS[key] = renderer
     return renderer
 
@@ -196,7 +202,7 @@ class VideoSeekAgentLoop(AgentLoopBase):
     groups = GroupCoordinator()  # one per worker process: the sessions of a uid meet here
 
     def __init__(self, *args: Any, videoseek: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
-        kwargs.pop("tools", None)  # verl passes its tool list; crop_video is the env's own tool
+        kwargs.pop("tools", None)  # verl passes its ToolAgentLoop tool list; this loop's tools are the env's (EnvConfig.tools)
         kwargs.pop("name", None)  # the YAML entry's `name` reaches us as a kwarg through hydra
         super().__init__(*args, **kwargs)
         self.options = self.check_options(videoseek or {})
@@ -204,7 +210,9 @@ class VideoSeekAgentLoop(AgentLoopBase):
         self.env_config = self.options.env.model_copy(update={"reward": self.options.reward})
         if self.processor is None:
             raise ValueError("VideoSeekAgentLoop needs a vision-language model with a processor (Qwen2.5-VL / Qwen3-VL)")
-        self.renderer = shared_renderer(self.processor, self.options.min_pixels, self.options.max_pixels, self.env_config.tools)
+        # The schemas the env gives at reset (`info["tools"]`), from the same EnvConfig.tools.
+        self.tool_schemas = schemas_of(self.env_config.tools)
+        self.renderer = shared_renderer(self.processor, self.options.min_pixels, self.options.max_pixels, self.tool_schemas)
         # verl computes the trajectory's M-RoPE positions with this (the worker's) processor: make
         # them the ones vLLM samples with, real clip rates included (positions.py).
         align_positions(self.processor)
@@ -549,8 +557,12 @@ class VideoSeekAgentLoop(AgentLoopBase):
 
     # ---- output ------------------------------------------------------------------------------
     def _record(self, sample: VideoSample, result: EpisodeResult, plan: EpisodePlan) -> dict[str, Any]:
-        """What `compute_score` and the logs read (`records.py`): the episode, its crops, evidence and rewards."""
+        """What `compute_score` and the logs read (`records.py`): the episode, its calls (the retrieved
+        spans, the accepted calls per tool and the env's tools), evidence and rewards."""
         total, components = self._record_reward(sample, result)
+        per_tool: dict[str, int] = {}
+        for call in result.trajectory.calls if result.trajectory is not None else []:
+            per_tool[call.tool] = per_tool.get(call.tool, 0) + 1
         return {
             "sample_id": sample.id,
             "episode_id": plan.episode_id,
@@ -559,6 +571,8 @@ class VideoSeekAgentLoop(AgentLoopBase):
             "reward_config": self.options.reward.model_dump(mode="json"),
             "episode": summary_to_dict(result.summary),
             "calls": [[float(s), float(e)] for s, e in result.summary.calls],
+            "tool_calls": per_tool,
+            "tools": [schema["function"]["name"] for schema in self.tool_schemas],
             "evidence": result.evidence,
             "reward": float(total),
             "reward_components": {k: float(v) for k, v in components.items()},

@@ -3,7 +3,7 @@
 verl 0.9.1's v1 trainer (`trainer.use_v1: true`, the default) writes `rollout_data_dir/<step>.jsonl`
 from TransferQueue with the decoded text, ground truth, score and `uid` only
 (`verl/trainer/ppo/v1/trainer_base.py`, `_log_rollout_data`): the reward's extra keys, among them
-`compute_score`'s `videoseek_episode`, are left out, so evidence, crops, reward components and the
+`compute_score`'s `videoseek_episode`, are left out, so evidence, tool calls, reward components and the
 sample's clues would be lost. verl offers no hook there, so `VideoSeekAgentLoop` writes each
 episode it plays itself:
 

@@ -8,6 +8,13 @@ through TransferQueue), so everything here is plain JSON-able Python.
   `key_frames[*].boxes` (object names differ per sample) into dicts padded with nulls.
 - `VideoSeekAgentLoop` puts one dict under `extra_fields["videoseek"]` (the `EXTRA_KEY`); verl's
   reward manager merges `extra_fields` into the `extra_info` that `compute_score` receives.
+- On verl's stock `ToolAgentLoop`, the `VideoSeekTool` adapters keep the episode's accepted calls
+  under `extra_fields["videoseek_tool"]` (the `TOOL_KEY`, `new_tool_record`), shaped as the
+  `EpisodeSummary` fields the rewards read, so `compute_score` scores it as the env would.
+- Both records count the accepted calls of each tool (`tool_calls`: name -> count); the agent
+  loop's record names the env's tools (`tools`), and rows from `export-verl` the tools they were
+  exported for (`extra_info["tools"]`), so the reward extras hold one `calls/<tool>` key per
+  configured tool whether or not an episode called it (`call_counts`).
 """
 
 from __future__ import annotations
@@ -22,8 +29,29 @@ from videoseek.rewards import EpisodeSummary
 EXTRA_KEY = "videoseek"
 VIEW_KEY = "videoseek_episode"  # compute_score's JSON string of the sample and record, for the viewer (verl's dumps)
 AGENT_NAME = "videoseek"
-TOOL_AGENT_NAME = "tool_agent"  # verl's stock ToolAgentLoop, with CropVideoTool
-TOOL_KEY = "videoseek_tool"  # CropVideoTool's record in the loop's extra_fields: {"calls", "invalid_calls", "frames"}
+TOOL_AGENT_NAME = "tool_agent"  # verl's stock ToolAgentLoop, with one VideoSeekTool adapter per tool
+TOOL_KEY = "videoseek_tool"  # the adapters' record in the loop's extra_fields (`new_tool_record`)
+TOOLS_KEY = "tools"  # extra_info["tools"]: the names of the tools the rows were exported for (`export-verl --tools`)
+
+
+def new_tool_record() -> dict[str, Any]:
+    """The `TOOL_KEY` record of an episode on verl's `ToolAgentLoop` before its first call.
+
+    `calls`: the time spans of accepted span-retrieving calls, `zooms`: (time, box) of accepted
+    looks at a region (as `EpisodeSummary.calls` / `.zooms`); `tool_calls`: accepted calls per tool;
+    `invalid_calls`: rejected calls; `frames`: frames the calls returned (the episode's budget).
+    """
+    return {"calls": [], "zooms": [], "tool_calls": {}, "invalid_calls": 0, "frames": 0}
+
+
+def call_counts(tool_calls: dict[str, Any] | None, tools: list[str]) -> dict[str, float]:
+    """`{"calls": accepted calls of any tool, "calls/<tool>": accepted calls of each tool of `tools`}`.
+
+    `tools` are the run's configured tool names, so every episode of a run has the same keys (verl
+    stacks reward extras across the batch), 0 for a tool an episode did not call.
+    """
+    counts = {str(k): float(v) for k, v in (tool_calls or {}).items()}
+    return {"calls": float(sum(counts.values())), **{f"calls/{name}": counts.get(name, 0.0) for name in tools}}
 
 
 def sample_to_json(sample: VideoSample) -> str:
@@ -51,10 +79,15 @@ def episode_view(sample: VideoSample, record: dict[str, Any] | None) -> str:
 
 
 def summary_to_dict(summary: EpisodeSummary) -> dict[str, Any]:
-    """An `EpisodeSummary` as plain data (calls as [start, end] lists)."""
+    """An `EpisodeSummary` as plain data (calls as [start, end] lists, zooms as [time, [x1, y1, x2, y2]])."""
     d = asdict(summary)
     d["calls"] = [[float(s), float(e)] for s, e in summary.calls]
+    d["zooms"] = zooms_to_list(summary.zooms)
     return d
+
+
+def zooms_to_list(zooms: Any) -> list[list[Any]]:
+    return [[float(t), [float(v) for v in box]] for t, box in zooms or []]
 
 
 def summary_from_dict(d: dict[str, Any]) -> EpisodeSummary:
@@ -66,5 +99,6 @@ def summary_from_dict(d: dict[str, Any]) -> EpisodeSummary:
         invalid_calls=int(d.get("invalid_calls") or 0),
         duration=float(d.get("duration") or 0.0),
         truncated=bool(d.get("truncated", False)),
+        zooms=[(float(t), [float(v) for v in box]) for t, box in d.get("zooms") or []],
         metadata=dict(d.get("metadata") or {}),
     )

@@ -5,8 +5,8 @@ once per trajectory. `extra_info` is the parquet row's `extra_info` (with the sa
 the `extra_fields` the agent loop returned (`extra_fields["videoseek"]`: the episode summary, the
 evidence state, the reward preset, and, for group presets, the group reward already computed by
 `videoseek.rewards.score_group` inside the agent loop). Rows played by verl's stock `ToolAgentLoop`
-with `CropVideoTool` carry the tool's calls instead (`extra_info["videoseek_tool"]`), and the
-episode is read from the decoded response and those calls.
+with the `VideoSeekTool` adapters carry the tools' calls instead (`extra_info["videoseek_tool"]`),
+and the episode is read from the decoded response and those calls.
 
 The score is `score_episode(sample, episode, RewardConfig(preset=...))`, the same function the
 env calls at its terminal step, so the local backend, the env and verl score an episode
@@ -14,9 +14,15 @@ identically. For the group presets (DM-GRPO, T-GRPO, ProcessThinker) a single tr
 see its group, so the agent loop's group reward is used and `group_term` reports the part of it
 that the group added.
 
-The result is a dict: `score` plus a fixed set of keys per preset (verl stacks every key across
-the batch, so all trajectories of a run must return the same keys), and `videoseek_episode`: the
-sample and the agent loop's record as a JSON string, which verl's rollout dumps carry to the viewer.
+The result is a dict: `score` plus a fixed set of keys per preset and tool list (verl stacks every
+key across the batch, so all trajectories of a run must return the same keys), and
+`videoseek_episode`: the sample and the agent loop's record as a JSON string, which verl's rollout
+dumps carry to the viewer. The call keys: `calls` (accepted calls of any tool), `calls/<tool>` (of
+each configured tool: the agent loop's env tools, else the row's `extra_info["tools"]` from
+`export-verl`, else the default tools), `num_calls` (accepted calls that retrieved a time span,
+the calls the clue-seek reward's coverage reads; with the default tools, every accepted call, as
+before there were other tools) and `crop_rate` (1 when the episode made an accepted call of any
+tool, as `videoseek eval` and the local backend's collapse watch count it).
 """
 
 from __future__ import annotations
@@ -30,10 +36,13 @@ from videoseek.rewards import (
     accuracy_reward,
     score_episode,
 )
+from videoseek.envs.tools import DEFAULT_TOOLS, tool_names
 from videoseek.training.verl_plugin.records import (
     EXTRA_KEY,
     TOOL_KEY,
+    TOOLS_KEY,
     VIEW_KEY,
+    call_counts,
     episode_view,
     sample_from_extra_info,
     summary_from_dict,
@@ -59,8 +68,9 @@ def assistant_turns_of(text: str) -> list[str]:
 
 def episode_from_response(text: str, duration: float, tool_record: dict[str, Any] | None = None) -> EpisodeSummary:
     """An episode read from a decoded response (rows not produced by `VideoSeekAgentLoop`); with the
-    calls `CropVideoTool` recorded (`extra_info["videoseek_tool"]`, verl's `ToolAgentLoop`), its
-    turns are split at the tool responses and its calls are the tool's (clipped spans, in order)."""
+    calls the `VideoSeekTool` adapters recorded (`extra_info["videoseek_tool"]`, verl's
+    `ToolAgentLoop`), its turns are split at the tool responses and its calls are the tools' (the
+    clipped spans and the zooms' (time, box), in order)."""
     answers = _LAST_ANSWER.findall(text or "")
     prediction = answers[-1].strip() if answers else None
     if not tool_record:
@@ -69,9 +79,19 @@ def episode_from_response(text: str, duration: float, tool_record: dict[str, Any
         prediction=prediction,
         assistant_turns=assistant_turns_of(text),
         calls=[(float(s), float(e)) for s, e in tool_record.get("calls") or []],
+        zooms=[(float(t), [float(v) for v in box]) for t, box in tool_record.get("zooms") or []],
         invalid_calls=int(tool_record.get("invalid_calls") or 0),
         duration=duration,
     )
+
+
+def configured_tools(extra_info: dict[str, Any], record: dict[str, Any] | None) -> list[str]:
+    """The names of the run's tools: the agent loop's env tools, else the row's (`export-verl`), else the defaults."""
+    if record and record.get("tools") is not None:
+        return [str(t) for t in record["tools"]]
+    if extra_info.get(TOOLS_KEY) is not None:
+        return [str(t) for t in extra_info[TOOLS_KEY]]
+    return tool_names(list(DEFAULT_TOOLS))
 
 
 def reward_config(extra_info: dict[str, Any], record: dict[str, Any] | None, preset: str | None) -> RewardConfig:
@@ -116,12 +136,15 @@ def compute_score(
         total = 0.0
 
     evidence = (record or {}).get("evidence") or {}
+    per_tool = (record if record is not None else info.get(TOOL_KEY) or {}).get("tool_calls")
+    counts = call_counts(per_tool, configured_tools(info, record))
     out: dict[str, Any] = {
         "score": float(total),
         "acc": float(accuracy_reward(episode.prediction, sample)),
         "coverage": float(evidence.get("coverage", 0.0)),
+        **counts,
         "num_calls": float(len(episode.calls)),
-        "crop_rate": float(bool(episode.calls)),
+        "crop_rate": float(counts["calls"] > 0),
         "valid_format": float(episode.prediction is not None and not episode.truncated and episode.invalid_calls == 0 and not failed),
         "invalid_calls": float(episode.invalid_calls),
         "truncated": float(episode.truncated),
