@@ -149,7 +149,7 @@ def test_any_structured_action_gives_a_valid_or_invalid_turn(env, actions):
     infos = play(env, actions)
     for action, info in zip(actions, infos):
         if isinstance(action, CropVideo) and info["action"].get("name") == "crop_video":
-            assert all(isinstance(info["action"][k], float) and math.isfinite(info["action"][k]) for k in ("start", "end"))
+            assert all(isinstance(info["action"]["arguments"][k], float) and math.isfinite(info["action"]["arguments"][k]) for k in ("start", "end"))
         if isinstance(action, Answer) and info["action"]["type"] == "answer":
             assert isinstance(info["action"]["text"], str) and info["action"]["text"].strip()
 

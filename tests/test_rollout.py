@@ -41,7 +41,7 @@ def test_trajectory_files_reference_real_frames(synth_samples, tmp_path):
     assert len(lines) == 2
     for line in lines:
         row = json.loads(line)
-        assert row["schema_version"] == 1 and "base64" not in line
+        assert row["schema_version"] == 2 and "base64" not in line
         refs = row["initial"]["frames"] + [f for t in row["turns"] for f in t["observation"]["frames"]]
         assert len(refs) >= 8 + 1
         for ref in refs:

@@ -35,6 +35,7 @@ def extra_info_for(sample, env, preset="csgrpo", **record):
         "reward_preset": preset,
         "reward_config": RewardConfig(preset=preset).model_dump(mode="json"),
         "episode": summary_to_dict(env.summary()),
+        "tool_calls": {c.tool: sum(d.tool == c.tool for d in env.trajectory.calls) for c in env.trajectory.calls},  # as the loop records it
         "evidence": env.evidence.snapshot(),
         "failure": None,
         "group_reward": None,

@@ -102,6 +102,7 @@ def conversation():
     """system + user (4 sparse frames) + assistant crop call + tool (4 crop frames) + final answer."""
     import numpy as np
     from videoseek.agents.prompting import SYSTEM_PROMPT, Message
+    from videoseek.envs.tools import DEFAULT_TOOLS, get_tool
 
     rng = np.random.default_rng(0)
 
@@ -112,7 +113,7 @@ def conversation():
         return np.stack([np.clip(base + rng.integers(-60, 60, base.shape), 0, 255) for _ in range(n)]).astype(np.uint8)
 
     start, end = CROP_TIMES[0], CROP_TIMES[-1]
-    call = f'<tool_call>{{"name": "crop_video", "arguments": {{"start": {start}, "end": {end}}}}}</tool_call>'
+    call = get_tool(DEFAULT_TOOLS[0]).call_text({"start": start, "end": end})
     return [
         Message("system", SYSTEM_PROMPT),
         Message("user", "What colour is the ball when it stops?\nA. red\nB. blue\nC. green\nD. white", frames(4), np.array(SPARSE_TIMES)),

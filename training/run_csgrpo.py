@@ -274,6 +274,7 @@ def run_local(args: argparse.Namespace) -> int:
     from videoseek.agents.hf_policy import TransformersPolicy
     from videoseek.agents.rollout import run_rollouts
     from videoseek.envs.env import EnvConfig
+    from videoseek.envs.tools import tool_names
     from videoseek.rewards import RewardConfig
     from videoseek.training.local_backend.collapse import CollapseWatch, call_push, tool_use_metrics
     from videoseek.training.local_backend.grpo import grpo_update
@@ -312,6 +313,7 @@ def run_local(args: argparse.Namespace) -> int:
     if dynamic.enable and dynamic.metric not in (None, "reward"):
         raise ConfigError(f"algorithm.filter_groups.metric: the local backend filters on the reward only (got {dynamic.metric!r})")
     env_config = EnvConfig(**spec.env, reward=RewardConfig(preset=spec.reward, **spec.reward_params))
+    watch.tools = tool_names(env_config.tools)  # the collapse warning names the env's tools
 
     policy = TransformersPolicy(model, device=device, max_new_tokens=spec.max_turn_tokens, temperature=spec.temperature, seed=args.seed)
     reference = copy.deepcopy(policy.model).eval().requires_grad_(False)  # the starting model, also on --resume
