@@ -60,7 +60,6 @@ and both then see the real times. Each frame's time is also stated in the text.
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 import warnings
 import weakref
@@ -801,10 +800,10 @@ class EpisodeRenders:
         """Each input's conversation rendered with the generation prompt, continued by its `prefix`:
         `with_assistant_prefix(renderer.render(item.messages), tokenizer, item.prefix)`."""
         with self._lock:
-            offered = {json.dumps(item.tools, sort_keys=True) for item in batch if item.tools is not None}
-            if len(offered) > 1:
+            offered = [item.tools for item in batch if item.tools is not None]
+            if any(tools != offered[0] for tools in offered[1:]):
                 raise ValueError("one batch holds episodes with different tool lists; run each env configuration as its own batch")
-            if offered and self.renderer.use_tools(next(item.tools for item in batch if item.tools is not None)):
+            if offered and self.renderer.use_tools(offered[0]):
                 self._states = {}  # rendered with the old tool list
             kept: dict[str, RenderState] = {}
             out = []

@@ -160,9 +160,6 @@ class EnvConfig(BaseModel):
         return self
 
 
-THINK_NUDGE = think_nudge(DEFAULT_TOOLS)  # the reply to a turn without an action, default tools (`think_nudge`)
-
-
 def _label_time(frame: np.ndarray, t: float) -> np.ndarray:
     """A copy of `frame` with its time ("12.5s") in white on a black box in the top-left corner."""
     img = Image.fromarray(np.ascontiguousarray(frame))
@@ -654,17 +651,17 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
         frames, ts = self._checked_frames(name, result)
         self._frames_used += len(ts)
         index = len(self.trajectory.calls)
-        call = CallInfo(index=index, tool=name, arguments=result.arguments if result.arguments is not None else args,
-                        requested=args, clipped=bool(result.clipped))  # fmt: skip
+        fields: dict[str, Any] = {}
         if result.span is not None:
             ev = self.evidence.add(*result.span)
             self._call_of_span.append(index)
             dup = None if ev.duplicate_of is None else self._call_of_span[ev.duplicate_of]
-            call = call.model_copy(update=dict(start=ev.start, end=ev.end, gain=ev.gain, duplicate_of=dup,
-                                               fragment=ev.adjacent_to_previous, best_prior_tiou=ev.best_prior_tiou))  # fmt: skip
+            fields.update(start=ev.start, end=ev.end, gain=ev.gain, duplicate_of=dup, fragment=ev.adjacent_to_previous, best_prior_tiou=ev.best_prior_tiou)
         if result.region is not None:
             t, box = result.region
-            call = call.model_copy(update=dict(time=float(t), box=[float(v) for v in box], box_iou=self.evidence.add_region(t, box)))
+            fields.update(time=float(t), box=[float(v) for v in box], box_iou=self.evidence.add_region(t, box))
+        call = CallInfo(index=index, tool=name, arguments=result.arguments if result.arguments is not None else args,
+                        requested=args, clipped=bool(result.clipped), **fields)  # fmt: skip
         text = result.text
         if len(ts):
             subs = self._subtitles(ts, header="Subtitles at these frames:")

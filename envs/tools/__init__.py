@@ -12,10 +12,10 @@ from videoseek.envs.tools.base import (
 )  # fmt: skip
 from videoseek.envs.tools.crop_video import CropVideoTool
 from videoseek.envs.tools.zoom import ZoomTool
-from videoseek.envs.tools.prompt import DEFAULT_TOOLS, no_tool_system_prompt, system_prompt, think_nudge, tool_schemas, usage_hint
+from videoseek.envs.tools.prompt import DEFAULT_TOOLS, system_prompt, think_nudge, tool_schemas, usage_hint
 
 __all__ = [
     "DEFAULT_TOOLS", "TOOLS", "CropVideoTool", "Tool", "ToolError", "ToolResult", "ZoomTool", "check_arguments", "format_times",
-    "get_tool", "no_tool_system_prompt", "register_tool", "resolve_tools", "system_prompt", "think_nudge", "tool_names",
+    "get_tool", "register_tool", "resolve_tools", "system_prompt", "think_nudge", "tool_names",
     "tool_schemas", "usage_hint",
 ]

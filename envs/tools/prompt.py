@@ -60,10 +60,6 @@ def system_prompt(tools: Sequence[str | type[Tool]] = DEFAULT_TOOLS) -> str:
     return "\n\n".join([intro, "\n".join([turn, *actions, _ANSWER_LINE]), rules])
 
 
-def no_tool_system_prompt() -> str:
-    return NO_TOOL_SYSTEM_PROMPT
-
-
 def tool_schemas(tools: Sequence[str | type[Tool]] = DEFAULT_TOOLS) -> list[dict[str, Any]]:
     """The OpenAI function schemas of these tools, in order (fresh dicts: callers may change them)."""
     return [c.schema() for c in _classes(tools)]
