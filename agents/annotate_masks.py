@@ -278,7 +278,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from videoseek.agents.policy import load_policy
     from videoseek.envs.trajectory import TrajectoryWriter
-    from videoseek.cli import UserError
+    from videoseek.envs.errors import UserError
     from videoseek.envs.env import EnvConfig
 
     if args.votes < 1:

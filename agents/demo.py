@@ -39,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
 
     from videoseek.agents.policy import load_policy
     from videoseek.agents.rollout import run_rollouts
+    from videoseek.agents.run_record import run_record, write_run_record
     from videoseek.envs.env import EnvConfig
     from videoseek.envs.sample import VideoSample
     from videoseek.envs.synth import generate_dataset
@@ -60,8 +61,7 @@ def run(args: argparse.Namespace) -> int:
         run_dir = out / name
         _fresh(run_dir)
         run_dir.mkdir(parents=True)
-        (run_dir / "run.json").write_text(json.dumps({"data": [str((data_dir / "samples.jsonl").resolve())], "policy": name,
-                                                      "env": config.model_dump(mode="json")}))  # eval reads its tools here
+        write_run_record(run_dir, run_record("demo", {}, data=[data_dir / "samples.jsonl"], env=config, policy=name, seed=args.seed))
         trajs = run_rollouts(samples, load_policy(name), env_config=config, out_dir=run_dir, seed=args.seed, progress=False)
         rows[name] = agent_row(trajs)
 
@@ -82,10 +82,13 @@ def run(args: argparse.Namespace) -> int:
             model_dir = out / "tiny-model"
             if not (model_dir / "config.json").exists():
                 build_tiny_model(model_dir, seed=args.seed)
-            policy = load_policy(f"hf:{model_dir}", device="cpu", max_new_tokens=48, temperature=1.0)
+            decoding = {"seed": args.seed, "max_new_tokens": 48, "temperature": 1.0}
+            policy = load_policy(f"hf:{model_dir}", device="cpu", **decoding)
             run_dir = out / "tiny-model-run"
             _fresh(run_dir)
             model_config = config.model_copy(update={"max_turns": 3})
+            write_run_record(run_dir, run_record("demo", {}, data=[data_dir / "samples.jsonl"], env=model_config, policy=f"hf:{model_dir}",
+                                                 seed=args.seed, model=model_dir, decoding=decoding))
             trajs = run_rollouts(samples[: args.model_samples], policy, env_config=model_config, out_dir=run_dir, seed=args.seed, progress=False)
             rows["tiny-qwen2.5-vl"] = agent_row(trajs)
             model_note = (

@@ -1,23 +1,19 @@
 """`videoseek eval RUN`: metrics of a run's trajectories, printed and written to `RUN/metrics.json`.
 
 Metrics are over origin episodes (perturbed groups are reported separately, by perturbation
-kind): accuracy overall, by problem type and by task kind; clue coverage, evidence score, accepted
-calls per episode, invalid-call rate (invalid calls / all tool calls), valid-format rate,
-`crop_rate` (the share of episodes with at least one tool call, whatever the tool: the key keeps
-its name from the one-tool days, and the collapse monitor and `make learn` read it), mean of each
-reward component, tokens per episode, failures. `intervals` holds a 95 % interval of the mean of
-each per-episode metric.
+kind): accuracy overall, by problem type and by task kind; clue coverage, evidence score, mean of
+each reward component, failures; and the tool-use numbers every path reports, defined in
+`videoseek.envs.metrics`: accepted calls per episode (`calls`), invalid calls, valid-format rate,
+`crop_rate` (the share of episodes with at least one accepted call, whatever the tool), turns and
+tokens per episode; and the invalid-call rate (invalid calls / all tool calls). `intervals` holds
+a 95 % interval of the mean of each per-episode metric.
 
 Per tool (`calls_per_tool`, `tool_rate`): the accepted calls of each tool per episode, and the
-share of episodes with at least one accepted call of it. The tools are the run's configured ones
-(`RUN/run.json`'s env, so a tool the policy never calls shows as 0) followed by any other tool the
-episodes called; the records say which tool each call was (`Turn.tool_name`, `CallInfo.tool`),
-version-1 files included, so `eval` takes no tool list of its own.
-
-A turn has a valid format when it parses as exactly one protocol action (a think, a tool call or
-an answer) without the parser repairing anything; an episode has a valid format when every turn
-does and it ends with an answer. A call the env refuses (say, a crop with start >= end) is a
-well-formed call with a wrong value: it counts as an invalid call, not as a format error.
+share of episodes with at least one accepted call of it (`calls/<tool>` and `tool_rate/<tool>` in
+`envs.metrics`). The tools are the run's configured ones (`RUN/run.json`'s env, so a tool the
+policy never calls shows as 0) followed by any other tool the episodes called; the records say
+which tool each call was (`CallInfo.tool`), version-1 files included, so `eval` takes no tool
+list of its own.
 
 `--benchmark NAME` adds that benchmark's official numbers (`videoseek.envs.benchmarks`, one module
 a benchmark, imported only then): computed from the trajectories and the run's samples (the
@@ -37,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from videoseek.envs.metrics import facts_of_trajectory, invalid_call_rate, mean_metrics, metrics_of, reported_tools
 from videoseek.envs.trajectory import Trajectory
 
 
@@ -62,36 +59,18 @@ def mean_interval(xs: Sequence[float], z: float = 1.96) -> tuple[float, float, f
     return m, m - half, m + half
 
 
-def valid_format(traj: Trajectory) -> bool:
-    """Every turn one unrepaired protocol action, ending with an answer (see the module docstring)."""
-    return bool(traj.turns) and traj.terminated and all(t.action.get("type") != "invalid" and not t.repairs for t in traj.turns)
-
-
-def episode_metrics(traj: Trajectory) -> dict[str, float]:
-    """One episode's numbers; `calls/<tool>` counts the accepted calls of each tool it called (a tool
-    it never called successfully has no key)."""
-    calls = [t for t in traj.turns if t.action.get("type") in ("tool_call", "invalid")]
-    invalid = sum(1 for t in calls if t.error)
-    called = any(t.tool_name is not None for t in traj.turns)
-    per_tool: dict[str, float] = {}
-    for call in traj.calls:  # accepted calls only: a made-up tool name is an invalid call, not a tool
-        per_tool[f"calls/{call.tool}"] = per_tool.get(f"calls/{call.tool}", 0.0) + 1.0
+def episode_metrics(traj: Trajectory, tools: Sequence[str] = ()) -> dict[str, float]:
+    """One episode's numbers: its outcome (accuracy, correct, coverage, evidence score, reward) and
+    its tool use (`envs.metrics.metrics_of`: calls, `calls/<tool>` and `tool_rate/<tool>` for the
+    configured `tools` and any tool it called, crop_rate, invalid_calls, valid_format, turns, tokens)."""
     final = traj.turns[-1].evidence if traj.turns else {}
-    tokens = sum(t.tokens.get("completion", 0) for t in traj.turns if t.tokens)
     return {
         "accuracy": float(traj.accuracy or 0.0),
         "correct": float(bool(traj.correct)),
         "coverage": float(final.get("coverage") or 0.0),
         "evidence": float(final.get("score") or 0.0),
-        "calls": float(len(calls) - invalid),
-        "tool_calls": float(len(calls)),
-        "invalid_calls": float(invalid),
-        "turns": float(len(traj.turns)),
-        "tokens": float(tokens),
         "reward": float(traj.reward),
-        "valid_format": float(valid_format(traj)),
-        "crop_rate": float(called),
-        **per_tool,
+        **metrics_of(facts_of_trajectory(traj), tools),
     }
 
 
@@ -118,17 +97,20 @@ def summarize(trajs: Sequence[Trajectory], tools: Sequence[str] = ()) -> dict[st
     configured tools' names, reported per tool even when never called."""
     origin = [t for t in trajs if t.group.role == "origin"]
     ok = [t for t in origin if t.failure is None]
-    per = [episode_metrics(t) for t in ok]
+    facts = [facts_of_trajectory(t) for t in ok]
+    names = reported_tools(facts, tools)
+    per = [episode_metrics(t, names) for t in ok]
+    use = mean_metrics(facts, names)  # the tool-use means every path reports (envs.metrics)
     out: dict[str, Any] = {"episodes": len(origin), "failures": len(origin) - len(ok)}
-    keys = ("accuracy", "correct", "coverage", "evidence", "calls", "turns", "tokens", "reward", "valid_format", "crop_rate")
-    for key in keys:
+    for key in ("accuracy", "correct", "coverage", "evidence", "reward"):
         out[key] = _mean([m[key] for m in per])
+    for key in ("calls", "invalid_calls", "turns", "tokens", "valid_format", "crop_rate"):
+        out[key] = use.get(key)
+    keys = ("accuracy", "correct", "coverage", "evidence", "calls", "turns", "tokens", "reward", "valid_format", "crop_rate")
     out["intervals"] = {key: list(mean_interval([m[key] for m in per])[1:]) for key in keys} if per else {}
-    tool_calls = sum(m["tool_calls"] for m in per)
-    out["invalid_call_rate"] = sum(m["invalid_calls"] for m in per) / tool_calls if tool_calls else 0.0
-    names = list(dict.fromkeys([*tools, *sorted({k.partition("/")[2] for m in per for k in m if k.startswith("calls/")})]))
-    out["calls_per_tool"] = {name: _mean([m.get(f"calls/{name}", 0.0) for m in per]) for name in names}
-    out["tool_rate"] = {name: _mean([float(m.get(f"calls/{name}", 0.0) > 0) for m in per]) for name in names}
+    out["invalid_call_rate"] = invalid_call_rate(facts)
+    out["calls_per_tool"] = {name: use.get(f"calls/{name}") for name in names}
+    out["tool_rate"] = {name: use.get(f"tool_rate/{name}") for name in names}
     comps: dict[str, list[float]] = defaultdict(list)
     for t in ok:
         for k, v in t.reward_components.items():
@@ -153,9 +135,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run", type=Path, help="run directory with trajectories.jsonl, or a verl run (its episode dump RUN/rollouts/videoseek/)")
     parser.add_argument("--step", type=int, default=None, help="a verl run: the prompt step whose episodes to score (default: the latest)")
     parser.add_argument("--out", type=Path, default=None, help="where to write metrics (default RUN/metrics.json)")
-    parser.add_argument("--benchmark", default=None, metavar="NAME",
-                        help="also compute this benchmark's official metrics (vstar, charades-sta, charades-timelens, videomme, mvbench, lvbench, "
-                        "video-holmes, vsi-bench, video-mme-v2, videommmu; docs/benchmarks.md)")
+    from videoseek.envs.benchmarks import BENCHMARKS  # the registry; imports no benchmark module
+
+    parser.add_argument("--benchmark", default=None, metavar="NAME", choices=tuple(BENCHMARKS),
+                        help=f"also compute this benchmark's official metrics ({', '.join(BENCHMARKS)}; docs/benchmarks.md)")
     parser.add_argument("--data", type=Path, default=None,
                         help="--benchmark: the samples.jsonl the run was made from (default: the one RUN/run.json names)")
     parser.add_argument("--judge", default=None, metavar="openai:URL[#MODEL]|file:VERDICTS.jsonl|hf:PATH|vllm:PATH",
@@ -168,7 +151,7 @@ def run_samples(run_dir: Path, data: Path | None) -> dict[str, Any]:
     """The samples of a run by id: from `data`, or from the files `run_dir/run.json` names."""
     from videoseek.envs.sample import VideoSample
 
-    from videoseek.cli import UserError
+    from videoseek.envs.errors import UserError
 
     if data is not None:
         paths = [data]
@@ -197,7 +180,7 @@ def benchmark_metrics(name: str, trajs: Sequence[Trajectory], samples: dict[str,
 
     from videoseek.envs.benchmarks import benchmark_module
 
-    from videoseek.cli import UserError
+    from videoseek.envs.errors import UserError
 
     try:
         module = benchmark_module(name)
@@ -229,7 +212,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
     from videoseek.envs.trajectory import read_episode_dump, read_trajectories
 
-    from videoseek.cli import UserError
+    from videoseek.envs.errors import UserError
 
     path = args.run / "trajectories.jsonl"
     dump = args.run / "rollouts" / "videoseek"

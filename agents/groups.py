@@ -29,8 +29,8 @@ from videoseek.agents.policy import Message, stable_seed
 from videoseek.envs.actions import Answer, parse_action
 from videoseek.envs.sample import VideoSample
 from videoseek.rewards import EpisodeSummary, RewardConfig, accuracy_reward, score_episode, score_group
-from videoseek.rewards.format import scan_end
 from videoseek.rewards.process_thinker import parse_step_response
+from videoseek.rewards.tags import iter_blocks
 
 PERTURBATIONS = ("mask", "shuffle", "blend")
 
@@ -144,8 +144,39 @@ def score_origin_group(
         return fallback, str(exc).splitlines()[0]
 
 
+# ---- turn-level credit (issue 37): the turn rewards both drivers place on a turn's tokens --------
+def turn_rewards_of(turns: Sequence[Any], config: RewardConfig) -> list[float]:
+    """Per assistant turn, CS-GRPO's step signal (seed 003: "step-wise credit when a later call
+    improves the evidence state by more than 0.1"): 1 for an accepted call whose evidence gain
+    exceeds `config.clue_seek.gain_threshold`, else 0. `turns` are a `Trajectory`'s turns; the
+    unit value is enough, `rewards.advantage.turn_advantages` normalises it within the group.
+
+    >>> from types import SimpleNamespace as T
+    >>> turn_rewards_of([T(call=T(gain=0.3)), T(call=T(gain=0.05)), T(call=None)], RewardConfig())
+    [1.0, 0.0, 0.0]
+    """
+    threshold = config.clue_seek.gain_threshold
+    return [1.0 if t.call is not None and float(t.call.gain or 0.0) > threshold else 0.0 for t in turns]
+
+
+def episode_env_config(config: Any, seed: int, initial_frames: Sequence[int] = ()) -> Any:
+    """Frame-budget gating (ParaVT, as issue 37 cites it: "the number of initial frames is drawn per
+    episode, for example from {2, 4, 8, 16}, so that calling the tool earns credit"): the env config of
+    one episode, its `initial_frames` drawn from `initial_frames` by the episode's seed (so both
+    drivers draw the same number for the same episode); `config` itself when no choices are given.
+
+    >>> from videoseek.envs.env import EnvConfig
+    >>> episode_env_config(EnvConfig(), 7, [2, 4, 8, 16]).initial_frames in (2, 4, 8, 16)
+    True
+    >>> episode_env_config(EnvConfig(), 7).initial_frames
+    8
+    """
+    if not initial_frames:
+        return config
+    return config.model_copy(update={"initial_frames": int(initial_frames[stable_seed(seed, "initial_frames") % len(initial_frames)])})
+
+
 # ---- ProcessThinker continuations (seed 004, eq. 2) ---------------------------------------------
-_THINK_SPAN = re.compile(r"<think>(.*?)</think>", re.S)
 _STEP_END = re.compile(r"</step>")
 
 
@@ -154,9 +185,9 @@ def step_cut_points(messages: Sequence[Message], count: int) -> list[tuple[int, 
 
     Steps are counted inside the `<think>` blocks of assistant turns, as ProcessThinker's parser does.
     """
-    cuts = [(k, think.start(1) + m.end()) for k, msg in enumerate(messages) if msg.role == "assistant"
-            for think in _THINK_SPAN.finditer(msg.text, 0, scan_end(msg.text, "</think>"))  # linear: see scan_end
-            for m in _STEP_END.finditer(think.group(1))]  # fmt: skip
+    cuts = [(k, think.content_start + m.end()) for k, msg in enumerate(messages) if msg.role == "assistant"
+            for think in iter_blocks(msg.text, "think")
+            for m in _STEP_END.finditer(think.content)]  # fmt: skip
     return cuts[:count]
 
 

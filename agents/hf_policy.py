@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from videoseek.agents.model_options import ModelPolicyOptions, split_options
 from videoseek.agents.policy import PolicyInput, PolicyOutput, stable_seed
-from videoseek.agents.prompting import DEFAULT_STOP_STRINGS, ConversationRenderer, EpisodeRenders
+from videoseek.agents.prompting import ConversationRenderer, EpisodeRenders
 from videoseek.agents.rope import use_sampling_rope_index
 
 # Keys of a rendered conversation that are per-token (padded) rather than per-vision-item (concatenated).
@@ -96,22 +97,16 @@ def turn_token_sets(tokenizer: Any, eos_token_id: Any, end_of_turn_id: int) -> t
     return stop_ids, sorted(special - stop_ids - {end_of_turn_id})
 
 
-def open_checkpoint(
-    model_path: str | Path, max_new_tokens: int, temperature: float, top_p: float, **renderer_kwargs: Any
-) -> tuple[Path, Any, ConversationRenderer]:
-    """Check the sampling settings, load a local checkpoint's processor and build its renderer
-    (shared by the transformers and vLLM policies, so both render identically)."""
+def open_checkpoint(model_path: str | Path, options: ModelPolicyOptions) -> tuple[Path, Any, ConversationRenderer]:
+    """Load a local checkpoint's processor and build its renderer from `options` (shared by the
+    transformers and vLLM policies, so both render identically; the options checked themselves)."""
     from transformers import AutoProcessor
 
     path = Path(model_path).expanduser()
     if not (path / "config.json").is_file():
         raise FileNotFoundError(f"no model at {path}: expected a checkpoint directory with config.json")
-    if max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
-    if temperature < 0 or not 0 < top_p <= 1:
-        raise ValueError(f"need temperature >= 0 and 0 < top_p <= 1, got {temperature}, {top_p}")
     processor = AutoProcessor.from_pretrained(path, local_files_only=True)
-    return path, processor, ConversationRenderer(processor, **renderer_kwargs)
+    return path, processor, ConversationRenderer(processor, **options.renderer_kwargs())
 
 
 @dataclass
@@ -268,10 +263,11 @@ class TurnCache:
 class TransformersPolicy:
     """A Hugging Face Qwen-VL checkpoint directory as a `Policy` (batched generation across episodes).
 
-    `temperature=0` decodes greedily. `mode` is "video" (each message's frames as one video) or
-    "images" (one timestamp-labelled image per frame). `stop` lists strings that end a turn.
-    The tool schemas in the prompt are the env's (`PolicyInput.tools`, from `info["tools"]`);
-    `tools` (True: the default tools, False: none, or tool names) is the list until an input says.
+    `options` (`ModelPolicyOptions`, or its fields as keywords: `max_new_tokens`, `temperature`
+    (0: greedy), `top_p`, `top_k`, `seed`, `stop`, `mode` "video" | "images", `chat_template`,
+    `min_pixels`, `max_pixels`, `tools`, `name`) are the ones the vLLM policy takes too. The tool
+    schemas in the prompt are the env's (`PolicyInput.tools`, from `info["tools"]`); `tools` is the
+    list until an input says.
     `return_logprobs` keeps the raw logits of every step during generation (memory grows with
     batch x new tokens x vocabulary): fine for small models, off by default.
     `reuse_kv` (default on) keeps each live episode's keys and values between its turns
@@ -285,33 +281,21 @@ class TransformersPolicy:
     def __init__(
         self,
         model_path: str | Path,
+        options: ModelPolicyOptions | None = None,
         *,
         device: str = "cpu",
         dtype: Any = "auto",
-        max_new_tokens: int = 256,
-        temperature: float = 1.0,
-        top_p: float = 1.0,
-        top_k: int | None = None,
-        seed: int = 0,
-        mode: str = "video",
-        stop: Sequence[str] = DEFAULT_STOP_STRINGS,
-        chat_template: str = "videoseek",
-        min_pixels: int | None = None,
-        max_pixels: int | None = None,
         return_logprobs: bool = False,
-        tools: bool | Sequence[str] = True,
         attn_implementation: str | None = None,
-        name: str | None = None,
         reuse_kv: bool = True,
+        **option_fields: Any,
     ) -> None:
         from transformers import AutoModelForImageTextToText
 
-        path, self.processor, self.renderer = open_checkpoint(
-            model_path, max_new_tokens, temperature, top_p, mode=mode, chat_template=chat_template, min_pixels=min_pixels, max_pixels=max_pixels,
-            tools=tools,
-        )
+        self.options, _ = split_options(ModelPolicyOptions, options, option_fields, type(self).__name__)
+        path, self.processor, self.renderer = open_checkpoint(model_path, self.options)
         self.renders = EpisodeRenders(self.renderer)  # each live episode rendered once, extended per turn
-        self.name = name or f"hf:{path.name}"
+        self.name = self.options.name or f"hf:{path.name}"
         self.device = device
         self.tokenizer = self.processor.tokenizer
         load_kwargs = {"attn_implementation": attn_implementation} if attn_implementation else {}
@@ -320,12 +304,7 @@ class TransformersPolicy:
         ).to(device)
         self.model.eval()
         use_sampling_rope_index(self.model)
-        self.max_new_tokens = max_new_tokens
-        self.temperature = temperature
-        self.top_p = top_p
-        self.top_k = top_k
-        self.seed = seed
-        self.stop = tuple(stop)
+        self.options.set_on(self)  # max_new_tokens, temperature, top_p, top_k, seed, stop as plain attributes
         self._stop: Any = None  # the criteria, built at the first turn
         self.return_logprobs = return_logprobs
         self.end_of_turn_id = self.renderer.end_of_turn_id

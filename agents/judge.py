@@ -8,9 +8,10 @@ prompt (system prompt and a user template with three ``{}`` for question, refere
 comes from the caller, so a benchmark metric and a judged training reward can share it.
 
 - `OpenAIJudge(url, model, system_prompt, template)`: chat completions at ``url`` (``.../v1``)
-  with the real ``openai`` client (the optional ``judge`` extra), temperature 0, so a served judge
-  answers the same text each time. Without a model name it takes the first one ``/v1/models``
-  lists. The server is contacted on the first call only.
+  through `agents.openai_client` (retries with backoff, the API key from the environment; the
+  same client the served policy `openai:` uses), temperature 0, so a served judge answers the
+  same text each time. Without a model name it takes the first one ``/v1/models`` lists. The
+  server is contacted on the first call only.
 - `CachedJudge(judge, path, name)`: every verdict is one line of the JSONL file `path`,
   ``{"question", "reference", "candidate", "reply", "judge"}``; the cache key is the exact
   (question, reference, candidate) triple (no normalisation). A triple already in the file is not
@@ -27,7 +28,6 @@ comes from the caller, so a benchmark metric and a judged training reward can sh
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -66,58 +66,58 @@ class OpenAIJudge:
     """A judge served over the OpenAI chat API (``vllm serve``, SGLang, any compatible server).
 
     ``reply = chat([system_prompt, template.format(question, reference, candidate)])`` at
-    temperature 0 with at most `max_tokens` new tokens. `max_retries` and `timeout` (seconds) go to
-    the ``openai`` client; a server that cannot be reached after them, or answers an error, is a
-    `JudgeError`. The API key is `api_key`, else ``$OPENAI_API_KEY``, else a placeholder (a local
-    server started without ``--api-key`` checks none).
+    temperature 0 with at most `max_tokens` new tokens, through the client the served policy uses
+    too (`agents.openai_client`): `max_retries` tries more after the first on 429s, 5xx answers,
+    connection errors and timeouts (`timeout` seconds each), with backoff. A server that cannot
+    be reached after them, or answers an error, is a `JudgeError`. The API key is read from the
+    environment variable `api_key_env` (``$OPENAI_API_KEY``) at each request; a local server
+    started without ``--api-key`` checks none.
     """
 
     def __init__(self, url: str, model: str | None, system_prompt: str, template: str, *, max_tokens: int = 512,
-                 timeout: float = 120.0, max_retries: int = 2, api_key: str | None = None) -> None:
+                 timeout: float = 120.0, max_retries: int = 2, api_key_env: str = "OPENAI_API_KEY", backoff: float = 0.5) -> None:
+        from videoseek.agents.openai_client import Endpoint
+
         self.url, self.model = url, model
-        api_key = api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"  # `vllm serve --api-key`; else none needed
         self.system_prompt, self.template, self.max_tokens = system_prompt, template, max_tokens
-        self._client_args = {"base_url": url, "api_key": api_key, "timeout": timeout, "max_retries": max_retries}
+        self.endpoint = Endpoint(url.rstrip("/"), model, api_key_env=api_key_env, timeout=timeout, retries=max_retries, backoff=backoff)
         self._client: Any = None
         self._lock = threading.Lock()  # calls come from several threads (`CachedJudge.many`)
 
     def _connect(self) -> Any:
         with self._lock:
-            return self._connect_locked()
+            if self._client is None:
+                from videoseek.agents.openai_client import OpenAIClient, OpenAIError
 
-    def _connect_locked(self) -> Any:
-        if self._client is None:
-            try:
-                import openai
-            except ImportError:
-                raise JudgeError("--judge openai: the openai client is not installed (pip install 'videoseek[judge]')") from None
-            self._client = openai.OpenAI(**self._client_args)
-            if self.model is None:
-                models = self._call(lambda: self._client.models.list().data)
-                if not models:
-                    raise JudgeError(f"--judge openai:{self.url}: the server lists no model; name one with #MODEL")
-                self.model = models[0].id
-        return self._client
+                try:
+                    client = OpenAIClient(self.endpoint, concurrency=16)
+                except OpenAIError as exc:
+                    raise JudgeError(f"--judge openai: {exc}") from None
+                self._client = client
+                if self.model is None:
+                    self.model = self._call(client.resolve_model)
+            return self._client
 
     def _call(self, fn: Callable[[], Any]) -> Any:
-        import openai
+        from videoseek.agents.openai_client import OpenAIError, ServerRefused
 
         try:
             return fn()
-        except openai.APIConnectionError as exc:  # includes timeouts
-            raise JudgeError(f"--judge openai:{self.url}: cannot reach the judge server ({exc})") from None
-        except openai.APIStatusError as exc:
-            raise JudgeError(f"--judge openai:{self.url}: the server answered {exc.status_code} ({str(exc).splitlines()[0]})") from None
+        except ServerRefused as exc:
+            raise JudgeError(f"--judge openai:{self.url}: the server answered {exc.status} ({exc.detail})") from None
+        except OpenAIError as exc:  # no answer: refused connection, timeout, not JSON
+            raise JudgeError(f"--judge openai:{self.url}: cannot reach the judge server ({exc.detail})") from None
 
     def __call__(self, question: str, reference: str, candidate: str) -> str:
         client = self._connect()
         messages = [{"role": "system", "content": self.system_prompt},
                     {"role": "user", "content": self.template.format(question, reference, candidate)}]
-        out = self._call(lambda: client.chat.completions.create(
-            model=self.model, messages=messages, temperature=0.0, max_tokens=self.max_tokens))
-        if not out.choices:
+        body = {"model": self.model, "messages": messages, "temperature": 0.0, "max_tokens": self.max_tokens}
+        out = self._call(lambda: client.post("/chat/completions", body))
+        choices = out.get("choices") or []
+        if not choices or not isinstance(choices[0], dict):
             raise JudgeError(f"--judge openai:{self.url}: the server answered with no choice")
-        return out.choices[0].message.content or ""
+        return (choices[0].get("message") or {}).get("content") or ""
 
 
 def read_verdicts(path: Path) -> list[dict[str, Any]]:

@@ -1,4 +1,5 @@
-"""The `Policy` protocol: what every agent (scripted, transformers, vLLM) implements.
+"""The `Policy` protocol: what every agent (scripted, transformers, vLLM, a served model) implements,
+and the registry of policy kinds that `load_policy` builds from a spec.
 
 A policy sees a batch of live episodes and returns one assistant turn for each. Batching across
 episodes is the policy's business: model policies run one generate call per batch, scripted ones
@@ -69,6 +70,12 @@ class PolicyOutput:
     prompt_token_ids: list[int] | None = None
     token_ids: list[int] | None = None
     logprobs: list[float] | None = None
+    # Token counts as a server reports them ({"prompt": n, "completion": n}, a served policy):
+    # the driver records them as the turn's `tokens` (else the lengths of the ids above).
+    usage: dict[str, int] | None = None
+    # Set when the policy got no usable turn (a served model's reply without a choice or text):
+    # the driver plays it as the env's `Invalid(reason)` turn instead of `text`.
+    invalid: str | None = None
 
 
 @runtime_checkable
@@ -78,18 +85,61 @@ class Policy(Protocol):
     def act(self, batch: list[PolicyInput]) -> list[PolicyOutput]: ...
 
 
+# ---- the registry of policy kinds ----------------------------------------------------------------
+# A kind is named by a prefix (`hf:PATH`, `vllm:PATH`, `openai:URL#MODEL`) and built by the callable
+# at an import path, `factory(target, **kwargs)` with `target` the text after the prefix; named
+# policies (the scripted ones) come from tables of `name -> factory()` at import paths. The paths
+# are strings, imported only when a spec asks for them: this module, which every implementation
+# imports for the protocol, imports none of them.
+POLICY_KINDS: dict[str, str] = {
+    "hf": "videoseek.agents.hf_policy:TransformersPolicy",
+    "vllm": "videoseek.agents.vllm_policy:VLLMPolicy",
+    "openai": "videoseek.agents.openai_policy:OpenAIPolicy",
+}
+NAMED_POLICY_TABLES: list[str] = ["videoseek.agents.scripted:SCRIPTED"]
+
+
+def register_policy_kind(prefix: str, factory: str) -> None:
+    """Make `PREFIX:TARGET` build `factory(TARGET, **kwargs)`; `factory` is "package.module:callable",
+    imported when a spec first names the prefix (e.g. `register_policy_kind("sglang", "mypkg.policy:SGLangPolicy")`)."""
+    if not prefix.isidentifier() or ":" not in factory:
+        raise ValueError(f"register_policy_kind({prefix!r}, {factory!r}): expected a word and 'package.module:callable'")
+    POLICY_KINDS[prefix] = factory
+
+
+def policy_kind(spec: str) -> str | None:
+    """The registered prefix `spec` starts with (`hf` for `hf:PATH`); None for a name.
+
+    >>> policy_kind("openai:http://127.0.0.1:8000/v1#Qwen/Qwen2.5-VL-7B-Instruct"), policy_kind("oracle")
+    ('openai', None)
+    """
+    prefix, sep, _ = spec.partition(":")
+    return prefix if sep and prefix in POLICY_KINDS else None
+
+
+def _resolve(path: str) -> Any:
+    import importlib
+
+    module, _, attribute = path.partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+def named_policies() -> dict[str, Any]:
+    """Every named policy (`oracle`, `uniform`, ...): name -> factory()."""
+    table: dict[str, Any] = {}
+    for path in NAMED_POLICY_TABLES:
+        table.update(_resolve(path))
+    return table
+
+
 def load_policy(spec: str, **kwargs: Any) -> Policy:
-    """`oracle`, `uniform`, `random`, `no-tool`, `hf:PATH` or `vllm:PATH`."""
-    from videoseek.agents.scripted import SCRIPTED
-
-    if spec in SCRIPTED:
-        return SCRIPTED[spec]()
-    if spec.startswith("hf:"):
-        from videoseek.agents.hf_policy import TransformersPolicy
-
-        return TransformersPolicy(spec[3:], **kwargs)
-    if spec.startswith("vllm:"):
-        from videoseek.agents.vllm_policy import VLLMPolicy
-
-        return VLLMPolicy(spec[5:], **kwargs)
-    raise ValueError(f"unknown policy {spec!r}: use one of {sorted(SCRIPTED)}, hf:PATH or vllm:PATH")
+    """The policy `spec` names: a named one (`oracle`, `uniform`, `random`, `no-tool`, ...) or a
+    registered kind, `hf:PATH`, `vllm:PATH` or `openai:URL[#MODEL]` (`kwargs` go to its factory)."""
+    kind = policy_kind(spec)
+    if kind is not None:
+        return _resolve(POLICY_KINDS[kind])(spec[len(kind) + 1 :], **kwargs)
+    named = named_policies()
+    if spec in named:
+        return named[spec]()
+    kinds = ", ".join(f"{k}:{'URL[#MODEL]' if k == 'openai' else 'PATH'}" for k in POLICY_KINDS)
+    raise ValueError(f"unknown policy {spec!r}: use one of {sorted(named)}, {kinds}")

@@ -74,7 +74,9 @@ from videoseek.agents.families import family_of
 from videoseek.agents.policy import Message, PolicyInput
 # The protocol's words live with the env (rewards <- envs <- agents); the defaults re-exported from here.
 from videoseek.envs.protocol import NO_TOOL_SYSTEM_PROMPT, SYSTEM_PROMPT  # noqa: F401
-from videoseek.envs.tools import DEFAULT_TOOLS, tool_schemas
+# Frame times come from the env's one formatter (`format_times`): the env's text and the frame labels name a frame alike.
+from videoseek.envs.tools import DEFAULT_TOOLS, format_times, tool_schemas
+from videoseek.envs.video import format_seconds  # noqa: F401  (re-exported: its home before)
 
 # The env's frames are read-only (shared by the episodes that saw them); the video processor only
 # reads them, but torch.from_numpy warns about any read-only array it wraps.
@@ -216,13 +218,30 @@ def assistant_message(text: str, token_ids: Sequence[int] | None = None) -> Mess
     return Message("assistant", text, token_ids=None if token_ids is None else [int(t) for t in token_ids])
 
 
+# ---- text as data -----------------------------------------------------------------------------
+# What makes text markup when no tokenizer is at hand: verl's RLHFDataset splits prompt text on its
+# media markers (`<image>` would ask it for a second image), and every Qwen special token is spelt
+# `<|...|>` (`<|video_pad|>` would reach a processor as a placeholder without frames).
+MARKUP_STRINGS = ("<image>", "<video>", "<audio>", "<|")
+
+
+def defang(text: str, strings: Sequence[str] = MARKUP_STRINGS) -> str:
+    """`text` with each of `strings` broken by a zero-width space after its first character, so it
+    stays text: the renderer passes its tokenizer's special tokens (longest first), the verl export
+    and the TRL adapter the default `MARKUP_STRINGS`. The one defang of the project.
+
+    >>> defang("see <|video_pad|> and <video>").replace(ZERO_WIDTH_SPACE, "+")
+    'see <+|video_pad|> and <+video>'
+    >>> defang("<|im_end|> <video>", ["<|im_end|>"]).replace(ZERO_WIDTH_SPACE, "+")
+    '<+|im_end|> <video>'
+    """
+    for special in strings:
+        if special in text:
+            text = text.replace(special, special[0] + ZERO_WIDTH_SPACE + special[1:])
+    return text
+
+
 # ---- frames -----------------------------------------------------------------------------------
-def format_seconds(t: float) -> str:
-    """Seconds with up to two decimals and at least one: 12 -> '12.0', 12.345 -> '12.35'."""
-    text = f"{t:.2f}".rstrip("0")
-    return text + "0" if text.endswith(".") else text
-
-
 def frames_metadata(timestamps: Sequence[float]) -> dict[str, Any]:
     """`VideoMetadata` fields that make Qwen's processors see the frames' real times.
 
@@ -266,11 +285,11 @@ def _check_frames(message: Message, index: int) -> tuple[np.ndarray, np.ndarray]
 def frames_content(timestamps: np.ndarray, mode: str, label_times: bool = True) -> list[dict[str, str]]:
     """Chat content items for a message's frames: one video, or one image per frame, with their times."""
     if mode == "video":
-        items = [{"type": "text", "text": FRAMES_LABEL + ", ".join(format_seconds(t) + "s" for t in timestamps) + ":\n"}]
+        items = [{"type": "text", "text": FRAMES_LABEL + format_times(timestamps) + ":\n"}]
         return (items if label_times else []) + [{"type": "video"}]
     items: list[dict[str, str]] = []
     for k, t in enumerate(timestamps):
-        items.append({"type": "text", "text": ("\n" if k else "") + f"Frame at {format_seconds(t)}s: "})
+        items.append({"type": "text", "text": ("\n" if k else "") + f"Frame at {format_times([t])}: "})
         items.append({"type": "image"})
     return items
 
@@ -502,13 +521,6 @@ class ConversationRenderer:
         self.start(probe).generation_prompt_ids()  # every message and the generation prompt, checked
 
     # -- text ---------------------------------------------------------------------------------
-    def defang(self, text: str) -> str:
-        """Text with every special-token string broken by a zero-width space, so it tokenises as text."""
-        for special in self._special_strings:
-            if special in text:
-                text = text.replace(special, special[0] + ZERO_WIDTH_SPACE + special[1:])
-        return text
-
     def _chat_entry(self, message: Message, index: int) -> dict[str, Any]:
         if message.role not in ROLES:
             raise ValueError(f"message {index}: role must be one of {ROLES}, got {message.role!r}")
@@ -517,7 +529,7 @@ class ConversationRenderer:
         visual = _check_frames(message, index)  # raises for frames on a system or assistant message
         if message.role == "assistant":
             return {"role": "assistant", "content": message.text}
-        text = {"type": "text", "text": self.defang(message.text)}
+        text = {"type": "text", "text": defang(message.text, self._special_strings)}  # every special token stays text
         if visual is None:
             return {"role": message.role, "content": [text]}
         return {"role": message.role, "content": lay_out(message.role, text, frames_content(visual[1], self.mode, self.label_frame_times))}

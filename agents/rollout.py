@@ -27,11 +27,12 @@ from videoseek.agents.prompting import assistant_message, initial_messages, tool
 from videoseek.envs.env import EnvConfig, VideoSeekEnv
 from videoseek.envs.sample import VideoSample
 from videoseek.envs.trajectory import Trajectory, TrajectoryWriter
-from videoseek.envs.actions import sanitize_text
+from videoseek.envs.actions import Invalid, sanitize_text
 from videoseek.agents.groups import (
     continuation_id,
     continuation_prefixes,
     continuation_succeeds,
+    episode_env_config,
     episode_seed,
     mask_of,
     plan_group,
@@ -57,6 +58,7 @@ class Episode:
     seed: int | None = None  # the env seed (`agents.groups.episode_seed`); None: derived from the run seed
     correct: bool | None = None  # filled by callers that need the outcome after the env is released
     tools: list[dict[str, Any]] | None = None  # the env's tool schemas (info["tools"]), which model policies render
+    env_config: EnvConfig | None = None  # this episode's own env config (frame-budget gating); None: the run's
 
 
 def plan_episodes(samples: Sequence[VideoSample], group_size: int, perturbations: Sequence[str], seed: int, step: int = 0) -> list[Episode]:
@@ -66,7 +68,8 @@ def plan_episodes(samples: Sequence[VideoSample], group_size: int, perturbations
 
 
 def _start(ep: Episode, config: EnvConfig, policy_name: str, seed: int) -> None:
-    ep.env = VideoSeekEnv(ep.sample, config)
+    # share_frames: the G episodes of a sample hold one read-only copy of the frames they all see.
+    ep.env = VideoSeekEnv(ep.sample, ep.env_config or config, share_frames=True)
     ep_seed = ep.seed if ep.seed is not None else episode_seed(seed, 0, ep.episode_id)
     ep.rng = np.random.default_rng(ep_seed)
     obs, info = ep.env.reset(
@@ -148,6 +151,7 @@ def run_rollouts(
     on_episode: Callable[[Trajectory], None] | None = None,
     keep: bool = True,
     norm_by_std: bool = True,
+    initial_frames: Sequence[int] = (),
 ) -> list[Trajectory]:
     """Run every planned episode and return the finished trajectories (origin and perturbed).
 
@@ -155,6 +159,8 @@ def run_rollouts(
     episodes have finished; they replace `reward` on the origin episodes. `seed` and `step` (the
     training step, 0 outside training) decide every episode's seed and DM-GRPO's mask pattern.
     `norm_by_std` is verl's `algorithm.norm_adv_by_std_in_grpo` (False: Dr. GRPO's r - mean).
+    `initial_frames`: frame-budget gating, each episode's initial frames drawn from these
+    (`agents.groups.episode_env_config`); empty: the env config's.
 
     Memory holds only the live batch: episodes are planned a sample at a time as the batch has
     room, and a finished group's frames, conversation and env are released once it is written.
@@ -171,6 +177,8 @@ def run_rollouts(
         # Resume per sample: a group is rescored as a whole, so rerun it unless all of it is written.
         for s in samples:
             eps = plan_episodes([s], group_size, perturbations, seed, step)
+            for e in eps if initial_frames else ():
+                e.env_config = episode_env_config(config, e.seed, initial_frames)
             if eps and not all(e.episode_id in done_ids for e in eps):
                 yield eps
 
@@ -201,7 +209,7 @@ def run_rollouts(
         group = pending.get(ep.group_id)  # None once a sibling finishing at the same turn closed it
         if group is not None and all(e.done for e in group):
             rates = None
-            if "process_thinker" in config.reward.component_weights():
+            if config.reward.needs_continuations():
                 origin = [e for e in group if e.perturbation is None]
                 rates = dict(zip((e.episode_id for e in origin), sample_success_rates(policy, origin, config)))
             trajs = _finish_group(group, config, policy.name, rates, norm_by_std)
@@ -248,9 +256,12 @@ def _advance(ep: Episode, out: PolicyOutput) -> None:
         # prompt and the trajectory can be encoded; the env records the count (info, metrics, repairs).
         clean = sanitize_text(text)[0] if isinstance(text, str) else text
         ep.messages.append(assistant_message(clean, out.token_ids if isinstance(out, PolicyOutput) else None))
-        obs, _, terminated, truncated, info = ep.env.step(text)
+        invalid = getattr(out, "invalid", None)  # a served model's reply without a usable turn
+        obs, _, terminated, truncated, info = ep.env.step(Invalid(invalid) if invalid else text)
         turn = ep.env.trajectory.turns[-1]
-        if out.token_ids is not None:
+        if getattr(out, "usage", None):
+            turn.tokens = dict(out.usage)
+        elif out.token_ids is not None:
             turn.tokens = {"prompt": len(out.prompt_token_ids or []), "completion": len(out.token_ids)}
         if terminated or truncated:
             ep.done = True

@@ -1,16 +1,24 @@
 """RUN/run.json: what decides a run's result, so that it can be replayed (`videoseek rollout --from-run`).
 
-One function builds the record for every command that writes one (`videoseek rollout`, the local
-GRPO backend of training/run_csgrpo.py, training/run_sft.py): the command's own fields, then the
-data files with their SHA-256, the model folder with a hash of its weights, the policy's decoding,
-the package version and the git commit of the source. The env's config is among the command's
-fields (`env`, with its `tools`); `recorded_tools` reads the tools back for `videoseek eval` and
-`export-sft`.
+One record for every entry point that makes episodes: `videoseek rollout`, `videoseek demo`, the
+local and the verl backend of training/run_csgrpo.py, training/run_sft.py, `export-verl` (the
+folder verl's stock `ToolAgentLoop` trains from) and TRL (`integrations.trl.TrajectoryRecorder`).
+`run_record` builds it: the command's own fields, the env's config (`env`: tools and reward config
+included), the policy, the seed, the data files with their SHA-256, the model folder with a hash of
+its weights, the decoding, the package version and the git commit of the source;
+`write_run_record` writes it. Readers: `find_run_record` (the nearest run.json at or above a
+folder: the viewer's reward panel), `reward_config_of`, `recorded_tools` (`videoseek eval`,
+`export-sft`).
+
+A run of a served policy (`openai:URL[#MODEL]`) adds `served` among the command's fields: the
+endpoint (the API key's variable name, never the key), the model, the decoding and the protocol
+choices (`OpenAIPolicy.record`); its responses are in RUN/openai_responses.jsonl.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -18,6 +26,7 @@ from typing import Any
 from videoseek.agents.cpu_kernels import cpu_kernels
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+RUN_RECORD = "run.json"
 
 
 def file_sha256(path: str | Path) -> str:
@@ -82,12 +91,10 @@ def recorded_tools(run_dir: str | Path) -> list[str] | None:
 
     A record of the one-tool days holds `tools: true`/`false` or no `tools`: the default tools / none.
     """
-    import json
-
     from videoseek.envs.tools import DEFAULT_TOOLS
 
     try:
-        env = json.loads((Path(run_dir) / "run.json").read_text(encoding="utf-8")).get("env")
+        env = json.loads((Path(run_dir) / RUN_RECORD).read_text(encoding="utf-8")).get("env")
     except (OSError, ValueError, AttributeError):
         return None
     if not isinstance(env, dict):
@@ -102,13 +109,21 @@ def recorded_tools(run_dir: str | Path) -> list[str] | None:
     return [str(t) for t in tools] if isinstance(tools, list) else None
 
 
-def run_record(command: str, fields: dict[str, Any], *, data: list[str | Path], model: str | Path | None = None,
-               decoding: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The run.json of `command`: its `fields` (kept at the top level, where the viewer reads them),
-    `data` as resolved paths plus `data_files` with their SHA-256, `model`, `decoding` and `software`."""
+def run_record(command: str, fields: dict[str, Any], *, data: list[str | Path], env: Any = None, policy: str | None = None,
+               seed: int | None = None, model: str | Path | None = None, decoding: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The run.json of `command`: `env` (an `EnvConfig`; its tools and reward config), `policy` and
+    `seed`, then the command's own `fields` (kept at the top level, where the viewer reads them),
+    `data` as resolved paths plus `data_files` with their SHA-256, `model`, `decoding` and `software`.
+
+    `env=None` is for a command without an env (SFT); the viewer then finds no reward config.
+    """
     paths = [Path(p).resolve() for p in data]
+    head: dict[str, Any] = {"command": command, "policy": policy, "seed": seed}
+    if env is not None:
+        head["env"] = env.model_dump(mode="json")
+        head["reward"] = env.reward.preset
     return {
-        "command": command,
+        **head,
         **fields,
         "data": [str(p) for p in paths],
         "data_files": [{"path": str(p), "sha256": file_sha256(p) if p.is_file() else None} for p in paths],
@@ -116,3 +131,46 @@ def run_record(command: str, fields: dict[str, Any], *, data: list[str | Path], 
         "decoding": decoding,
         "software": {"videoseek": package_version(), "git_commit": git_commit(), "cpu_kernels": cpu_kernels()},
     }
+
+
+def write_run_record(run_dir: str | Path, record: dict[str, Any]) -> Path:
+    """Write `record` (`run_record`'s) to RUN/run.json; returns the path."""
+    path = Path(run_dir) / RUN_RECORD
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def find_run_record(folder: str | Path, levels: int = 2) -> tuple[Path | None, dict[str, Any] | None, str | None]:
+    """(path, record, problem) of the nearest run.json in `folder` or up to `levels` folders above it
+    (an episode file sits in the run, or in RUN/rollouts/step_NNNN, RUN/probes/step_NNNN, RUN/rollouts
+    for verl's dumps). A run.json that is not a JSON object is the problem, and the search stops
+    there: a broken record must not be passed over for an unrelated one above it."""
+    here = Path(folder)
+    for _ in range(levels + 1):
+        path = here / RUN_RECORD
+        if path.is_file():
+            try:
+                record = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                return path, None, f"{path}: not valid JSON"
+            if not isinstance(record, dict):
+                return path, None, f"{path}: not a JSON object"
+            return path, record, None
+        if here.parent == here:
+            break
+        here = here.parent
+    return None, None, f"no run record ({RUN_RECORD}) in {folder} or the {levels} folders above it"
+
+
+def reward_config_of(record: dict[str, Any]) -> Any:
+    """The `RewardConfig` a run record holds: its env's `reward` (a config), else its `reward` (a
+    preset name, as records from before the env was recorded hold it); ValueError when it has none
+    or it does not validate."""
+    from videoseek.rewards import RewardConfig
+
+    env = record.get("env")
+    value = env.get("reward") if isinstance(env, dict) and env.get("reward") is not None else record.get("reward")
+    if value is None:
+        raise ValueError("records no reward config (env.reward)")
+    return RewardConfig(preset=value) if isinstance(value, str) else RewardConfig.model_validate(value)

@@ -23,7 +23,6 @@ character is a smudge of 2-3 px, and so guesses.
 
 from __future__ import annotations
 
-import re
 import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -38,10 +37,9 @@ from videoseek.envs.sample import ProblemType, VideoSample
 from videoseek.envs.synth import ZOOM_KINDS, render_glyph
 from videoseek.envs.tools import ZoomTool
 from videoseek.rewards.intervals import union
+from videoseek.rewards.tags import first_block, remove_blocks
 
 
-_THINK_BLOCK = re.compile(r"<think>(.*?)</think>", re.S)
-_ANSWER_BLOCK = re.compile(r"<answer>.*?</answer>", re.S)
 
 
 def tool_call(start: float, end: float) -> str:
@@ -99,8 +97,9 @@ def reasoning_of(reference: str | None) -> str:
     """The thinking of a reference trace (references may be full responses with think and answer tags)."""
     if not reference:
         return "I have inspected the clue intervals."
-    m = _THINK_BLOCK.search(reference)
-    body = m.group(1) if m else _ANSWER_BLOCK.sub("", reference)
+    body = first_block(reference, "think")
+    if body is None:
+        body = remove_blocks(reference, "answer")
     return body.strip() or "I have inspected the clue intervals."
 
 

@@ -377,7 +377,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from videoseek.cli import UserError
+    from videoseek.envs.errors import UserError
 
     family = getattr(args, "family", QWEN2_5_VL.name)
     try:

@@ -20,14 +20,15 @@ episode samples the same tokens whatever batch it runs in.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from videoseek.agents.families import vllm_prompt_ids
 from videoseek.agents.hf_policy import open_checkpoint, trim_turn, turn_token_sets
+from videoseek.agents.model_options import ModelPolicyOptions, split_options
 from videoseek.agents.policy import PolicyInput, PolicyOutput, stable_seed
-from videoseek.agents.prompting import DEFAULT_STOP_STRINGS, EpisodeRenders
+from videoseek.agents.prompting import EpisodeRenders
 
 INSTALL_HINT = "VLLMPolicy needs vLLM: pip install 'verl[vllm]==0.9.1' (verl's vLLM stack), or a vllm matching your torch"
 
@@ -55,8 +56,9 @@ def vllm_prompt(rendered: Mapping[str, Any], mm_processor_kwargs: Mapping[str, A
 class VLLMPolicy:
     """A Qwen-VL checkpoint served by `vllm.LLM` as a `Policy` (see the module docstring).
 
+    `options` are `TransformersPolicy`'s (`ModelPolicyOptions`, or its fields as keywords).
     `limit_mm_per_prompt` defaults to what the env's budgets allow (videos: one per message; images:
-    one per frame). Extra keyword arguments go to `vllm.LLM` (e.g. `gpu_memory_utilization`,
+    one per frame). Other keyword arguments go to `vllm.LLM` (e.g. `gpu_memory_utilization`,
     `max_model_len`, `enforce_eager`). The tool schemas in the prompt are the env's
     (`PolicyInput.tools`); `tools` (True: the default tools, False: none, or names) is the list until an input says.
     """
@@ -64,32 +66,20 @@ class VLLMPolicy:
     def __init__(
         self,
         model_path: str | Path,
+        options: ModelPolicyOptions | None = None,
         *,
-        max_new_tokens: int = 256,
-        temperature: float = 1.0,
-        top_p: float = 1.0,
-        top_k: int | None = None,
-        seed: int = 0,
-        mode: str = "video",
-        stop: Sequence[str] = DEFAULT_STOP_STRINGS,
-        chat_template: str = "videoseek",
-        min_pixels: int | None = None,
-        max_pixels: int | None = None,
         return_logprobs: bool = True,
         limit_mm_per_prompt: Mapping[str, int] | None = None,
-        tools: bool | Sequence[str] = True,
-        name: str | None = None,
-        **llm_kwargs: Any,
+        **kwargs: Any,
     ) -> None:
+        self.options, llm_kwargs = split_options(ModelPolicyOptions, options, kwargs, type(self).__name__, extra=None)
         vllm = import_vllm()
         from transformers import GenerationConfig
 
-        path, self.processor, self.renderer = open_checkpoint(
-            model_path, max_new_tokens, temperature, top_p, mode=mode, chat_template=chat_template, min_pixels=min_pixels, max_pixels=max_pixels,
-            tools=tools,
-        )
+        mode = self.options.mode
+        path, self.processor, self.renderer = open_checkpoint(model_path, self.options)
         self.renders = EpisodeRenders(self.renderer)  # each live episode rendered once, extended per turn
-        self.name = name or f"vllm:{path.name}"
+        self.name = self.options.name or f"vllm:{path.name}"
         self.tokenizer = self.processor.tokenizer
         self.end_of_turn_id = self.renderer.end_of_turn_id
         try:
@@ -101,14 +91,9 @@ class VLLMPolicy:
         self.mm_processor_kwargs.update(self.renderer.vision_kwargs)
         if limit_mm_per_prompt is None:
             limit_mm_per_prompt = {"video": 16, "image": 0} if mode == "video" else {"image": 128, "video": 0}
-        self.llm = vllm.LLM(model=str(path), seed=seed, limit_mm_per_prompt=dict(limit_mm_per_prompt), **llm_kwargs)
+        self.llm = vllm.LLM(model=str(path), seed=self.options.seed, limit_mm_per_prompt=dict(limit_mm_per_prompt), **llm_kwargs)
         self._sampling_params = vllm.SamplingParams
-        self.max_new_tokens = max_new_tokens
-        self.temperature = temperature
-        self.top_p = top_p
-        self.top_k = top_k
-        self.seed = seed
-        self.stop = tuple(stop)
+        self.options.set_on(self)  # max_new_tokens, temperature, top_p, top_k, seed, stop as plain attributes
         self.return_logprobs = return_logprobs
 
     def sampling_params(self, seed: int) -> Any:

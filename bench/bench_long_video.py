@@ -9,11 +9,14 @@ minute at 5 fps, remuxed 60 times with shifted timestamps (bench_videos.py). Pri
 2. the env's first observation (VideoSeekEnv + reset, fresh reader, empty cache) and a crop of the
    last minute over the best raw decode of the same frames. Target: each <= 1.20x;
 3. 64 concurrent episodes of 56 frames (16 + 5 crops of 8 at 392x392, all alive at once, run on
-   8 threads, in a fresh process): that process's RSS. Target: < 2 GB.
+   8 threads, each keeping its observations as a driver's conversation does, in a fresh process):
+   that process's RSS, for envs as the episode drivers make them (`share_frames=True`: the
+   episodes share the frames they all see, read-only). Target: < 2 GB. For comparison, the same
+   with a user's envs (the default: every observation its own copy, as gymnasium expects).
 
 Wall-clock seconds, median of repeats, backends and paths alternated.
 
-    python bench/bench_long_video.py [--repeats 3] [--backend pyav]
+    python bench/bench_long_video.py [--repeats 3] [--backend pyav] [--memory-only]
 """
 
 from __future__ import annotations
@@ -68,6 +71,8 @@ def main() -> None:
     ap.add_argument("--backend", default=video_mod.DEFAULT_BACKEND, choices=video_mod.BACKENDS, help="the env's backend")
     ap.add_argument("--videos", default=str(Path(tempfile.gettempdir()) / "videoseek-bench-videos"))
     ap.add_argument("--rss-only", action="store_true", help=argparse.SUPPRESS)  # part 3, in its own process
+    ap.add_argument("--own-frames", action="store_true", help=argparse.SUPPRESS)  # part 3 with share_frames=False
+    ap.add_argument("--memory-only", action="store_true", help="run part 3 only (both settings)")
     args = ap.parse_args()
     out = Path(args.videos)
     out.mkdir(parents=True, exist_ok=True)
@@ -76,7 +81,9 @@ def main() -> None:
                          problem_type="multiple choice", duration=3600.0, clue_intervals=[LAST_MINUTE])  # fmt: skip
     config = EnvConfig(initial_frames=16, frames_per_call=8, max_pixels=392 * 392, video_backend=args.backend)
     if args.rss_only:
-        return concurrent_episodes(sample, config)
+        return concurrent_episodes(sample, config, share_frames=not args.own_frames)
+    if args.memory_only:
+        return memory(args)
 
     # The exact frames the env decodes, found once.
     probe = VideoSeekEnv(sample, config)
@@ -123,14 +130,20 @@ def main() -> None:
         print(f"[{name}] env ({args.backend}) {got:.3f} s vs best raw ({best_name[what]}) {best[what]:.3f} s -> "
               f"{ratio:.2f}x (target <= 1.20x) {'OK' if ratio <= 1.2 else 'MISSED'}")  # fmt: skip
 
-    # In a fresh process: this one has imported every backend (torch with torchcodec) and decoded
-    # at native size, which glibc does not give back to the OS.
+    memory(args)
+
+
+def memory(args: argparse.Namespace) -> None:
+    """Part 3, once per setting, each in a fresh process: this one may have imported every backend
+    (torch with torchcodec) and decoded at native size, which glibc does not give back to the OS."""
     cmd = [sys.executable, __file__, "--videos", args.videos, "--backend", args.backend, "--rss-only"]
-    print(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip())
+    for extra in ([], ["--own-frames"]):
+        print(subprocess.run(cmd + extra, check=True, capture_output=True, text=True).stdout.strip())
 
 
-def concurrent_episodes(sample: VideoSample, config: EnvConfig) -> None:
-    """64 episodes alive at once, each a reset and 5 crops of 8 frames, played on 8 threads."""
+def concurrent_episodes(sample: VideoSample, config: EnvConfig, share_frames: bool = True) -> None:
+    """64 episodes alive at once, each a reset and 5 crops of 8 frames, played on 8 threads; each
+    keeps its observations' frames (a driver's conversation holds them until the group is done)."""
     before = rss_mb()
     # Every episode's own crops (distinct frame sets, so nothing is shared but the initial frames),
     # drawn inside two minutes of the video so the run decodes a few hundred frames, not 64 x 40.
@@ -138,18 +151,23 @@ def concurrent_episodes(sample: VideoSample, config: EnvConfig) -> None:
     starts = rng.uniform(1800, 1890, size=(64, 5))
 
     def play(k):
-        env = VideoSeekEnv(sample, config.model_copy(update={"max_turns": 6}))
-        env.reset(seed=k)
+        env = VideoSeekEnv(sample, config.model_copy(update={"max_turns": 6}), share_frames=share_frames)
+        seen = [env.reset(seed=k)[0]["frames"]]
         for s in starts[k]:
-            env.step(CropVideo(float(s), float(s) + 30.0))
-        return env
+            seen.append(env.step(CropVideo(float(s), float(s) + 30.0))[0]["frames"])
+        return env, seen
 
     with ThreadPoolExecutor(8) as pool:
-        envs = list(pool.map(play, range(64)))
-    frames = sum(sum(len(f) for f in e.frames_by_turn.values()) for e in envs)
+        played = list(pool.map(play, range(64)))
+    frames = sum(sum(len(f) for f in seen) for _, seen in played)
     after = rss_mb()
-    print(f"[64 episodes] {frames} frames held ({frames // 64} per episode), RSS of a fresh process {after:.0f} MB "
-          f"({before:.0f} MB before the episodes; target < 2048 MB) {'OK' if after < 2048 else 'MISSED'}")  # fmt: skip
+    if share_frames:
+        print(f"[64 episodes, share_frames=True (the episode drivers)] {frames} frames held ({frames // 64} per episode), "
+              f"RSS of a fresh process {after:.0f} MB ({before:.0f} MB before the episodes; target < 2048 MB) "
+              f"{'OK' if after < 2048 else 'MISSED'}")  # fmt: skip
+    else:
+        print(f"[64 episodes, share_frames=False (a user's env: each observation its own copy)] {frames} frames held, "
+              f"RSS of a fresh process {after:.0f} MB ({before:.0f} MB before; no target)")  # fmt: skip
 
 
 if __name__ == "__main__":

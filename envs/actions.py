@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import ast
 import json
-import math
 import numbers
 import re
 from dataclasses import dataclass, field
@@ -39,8 +38,8 @@ from typing import Any, Union
 
 import numpy as np
 
-from videoseek.rewards.format import scan_end
-from videoseek.rewards.timestamps import parse_time as parse_time_text
+from videoseek.rewards.tags import iter_blocks, scan_end
+from videoseek.rewards.timestamps import parse_time  # the one time parser, re-exported here
 
 
 @dataclass(frozen=True)
@@ -152,37 +151,7 @@ def tool_call_of(action: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
     return None
 
 
-# ---- time values ------------------------------------------------------------------------------
-def parse_time(value: Any) -> float | None:
-    """Seconds from a number, "12.5", "12.5s", "MM:SS" or "HH:MM:SS.s"; None when unparseable or not finite.
-
-    Strings are read by `videoseek.rewards.timestamps.parse_time`, the same parser the timestamp
-    reward uses, so a call and a cited time mean the same thing. Numbers may be any real type
-    (int, float, numpy scalars or 0-d arrays, Decimal, Fraction; not bool); one too large for a
-    float (10**400) is not finite. Strings longer than 64 characters are no time (length cap).
-
-    >>> parse_time("01:02:03.5"), parse_time("2:05"), parse_time("7s"), parse_time("nan")
-    (3723.5, 125.0, 7.0, None)
-    >>> parse_time(np.float32(2.5)), parse_time(np.int64(3)), parse_time(10**400), parse_time(None)
-    (2.5, 3.0, None, None)
-    """
-    if isinstance(value, (np.generic, np.ndarray)):
-        if getattr(value, "ndim", 0) != 0:
-            return None
-        value = value.item()  # the Python scalar: np.float32 -> float, np.str_ -> str, np.bool_ -> bool
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (numbers.Real, Decimal)):  # Decimal is no numbers.Real
-        try:
-            v = float(value)
-        except (OverflowError, ValueError, TypeError):
-            return None
-        return v if math.isfinite(v) else None
-    if not isinstance(value, str) or len(value) > 64:
-        return None
-    return parse_time_text(value)
-
-
+# ---- values in error messages -----------------------------------------------------------------
 def _describe(value: Any, limit: int = 40) -> str:
     """A short one-line repr of any value for an error message (never raises)."""
     try:
@@ -219,9 +188,7 @@ def one_line(text: str, limit: int = 300) -> str:
 
 
 # ---- tag extraction ---------------------------------------------------------------------------
-_THINK = re.compile(r"<think>(.*?)(?:</think>|$)", re.S)
 _TOOL_CALL = re.compile(r"<tool_call>(.*?)(</tool_call>|$)", re.S)
-_ANSWER = re.compile(r"<answer>(.*?)(</answer>|$)", re.S)
 _RETRIEVE = re.compile(r"<retrieve>(.*?)</retrieve>", re.S)  # searched up to `scan_end(text, "</retrieve>")`
 # \boxed{[s, e]}: found by `_boxed_spans`, which is linear where the equivalent regex
 # r"\\boxed\{\s*\[\s*([^\],]+?)\s*,\s*([^\]]+?)\s*\]\s*\}" is cubic ("\boxed{[" and 4 KB of spaces: 33 s).
@@ -462,13 +429,15 @@ def _parse(text: Any) -> ParsedTurn:
     repairs: list[str] = []
     if not isinstance(text, str):
         return ParsedTurn(Invalid(f"assistant turn must be text, got {type(text).__name__}"))
-    think_m = _THINK.search(text)
-    think = think_m.group(1).strip() if think_m else None
+    # A turn cut off by the token limit keeps its unclosed think and answer (`unclosed=True`): the
+    # answer is accepted with the repair "missing </answer>" (rewards/tags.py).
+    think_m = next(iter_blocks(text, "think", unclosed=True), None)
+    think = think_m.content.strip() if think_m else None
 
     # Candidates in text order: the first one decides, later ones are recorded as ignored.
     candidates: dict[str, Any] = {
         "tool_call": _TOOL_CALL.finditer(text),
-        "answer": _ANSWER.finditer(text),
+        "answer": [_Found(b.start, (b.content, "</answer>" if b.closed else "")) for b in iter_blocks(text, "answer", unclosed=True)],
         "retrieve": _RETRIEVE.finditer(text, 0, scan_end(text, "</retrieve>")),
         "boxed": _boxed_spans(text),
     }
@@ -476,7 +445,7 @@ def _parse(text: Any) -> ParsedTurn:
     for kind, matches in candidates.items():
         for m in matches:
             # Tags inside the think block are the model talking about them, not acting.
-            if think_m and think_m.start() < m.start() < think_m.end() and think_m.group(0).endswith("</think>"):
+            if think_m and think_m.start < m.start() < think_m.end and think_m.closed:
                 continue
             found.append((m.start(), kind, m))
     if not found:

@@ -18,9 +18,11 @@ Four source formats, each converter documenting its mapping field by field (`FIE
   and a Ref-Delta trace in ``process``. Patterns without ``oracle_correct`` are kept as
   ``metadata["mask_candidates"]`` for ``videoseek annotate-masks``.
 
-The public benchmarks (``vstar``, ``charades-sta``, ``videomme``, ``mvbench``, ``lvbench``,
-``video-holmes``, ``vsi-bench``) are read (and scored) by `videoseek.envs.benchmarks`, one module
-each, imported only when chosen; they go through the same `convert_files` (docs/benchmarks.md).
+The public benchmarks are read (and scored) by `videoseek.envs.benchmarks`, one module each,
+registered in its `BENCHMARKS` (the ``--from`` choices after the four above) and imported only when
+chosen; they go through the same `convert_files` (docs/benchmarks.md). The reading layer both
+share (`iter_records`, `RowError`, `ConvertOptions`, the field helpers) is
+`videoseek.envs.source_records`; this module re-exports it.
 
 Input files may be JSON (an array of records, or one record), JSON Lines, or parquet. Bad rows are
 reported as ``FILE:LINE: field 'x': what is wrong`` (``FILE:row N`` for parquet) and skipped, the
@@ -31,11 +33,9 @@ converter does not know go to ``metadata`` unchanged, so nothing in the source i
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import math
 import os
-import re
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
@@ -43,53 +43,38 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
-from videoseek.envs.actions import parse_time
 from videoseek.envs import benchmarks
 from videoseek.envs.benchmarks import BENCHMARKS
-from videoseek.envs.sample import DataError, ProblemType, VideoSample, write_jsonl
+from videoseek.envs.errors import DataError
+from videoseek.envs.sample import ProblemType, VideoSample, write_jsonl
+from videoseek.envs.source_records import (  # the reading layer shared with the benchmark readers; re-exported
+    ConvertOptions,
+    RowError,
+    SkipRow,
+    build_sample,
+    iter_records,
+    jsonable,
+    mc_letter,
+    option_letters,  # noqa: F401 (re-exported)
+    options_from_question,
+    resolve_video,
+    span_field,
+)
 from videoseek.rewards.intervals import union
+from videoseek.rewards.tags import first_block
+from videoseek.rewards.timestamps import parse_time
 
-# The training-data formats converted here, then the public benchmarks of `videoseek.envs.benchmarks`
-# (vstar, charades-sta, videomme, ...), whose modules are imported only when one is chosen.
+# The training-data formats converted here, then the public benchmarks of the registry
+# `videoseek.envs.benchmarks.BENCHMARKS`, whose modules are imported only when one is chosen.
 TRAINING_FORMATS = ("open-o3", "video-r1", "moss", "videomend")
-FORMATS = TRAINING_FORMATS + tuple(BENCHMARKS)
 
 
-class RowError(ValueError):
-    """A record that cannot be converted; `field` names the source field at fault."""
-
-    def __init__(self, field: str, message: str):
-        super().__init__(f"field {field!r}: {message}")
-        self.field = field
+def formats() -> tuple[str, ...]:
+    """The ``--from`` choices: the training formats, then every benchmark registered now."""
+    return TRAINING_FORMATS + tuple(BENCHMARKS)
 
 
-class SkipRow(Exception):
-    """A well-formed record this library cannot use (e.g. image-only); counted, not an error."""
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
-
-
-@dataclass(frozen=True)
-class ConvertOptions:
-    """Knobs shared by the converters.
-
-    `video_root`: folder that relative video paths are joined to (default: the input file's folder).
-    `keyframe_window`: seconds of clue interval centred on each Open-o3 key frame when a record has
-    no explicit clue span. Open-o3 annotates evidence as key *moments*; a crop of this width around
-    each moment retrieves it, so the union of these windows is the record's clue set.
-    `subtitle_dir`: videomme: the folder of Video-MME's ``{videoID}.srt`` files; video-mme-v2: of its
-    ``{video_id}.jsonl`` word files (the with-subtitles settings, `videoseek.envs.subtitles`);
-    videommmu: of its ``{id}.txt`` transcripts; None for the settings without them.
-    """
-
-    video_root: str | None = None
-    keyframe_window: float = 1.0
-    subtitle_dir: str | None = None
-    subtitle_mode: str = "concatenated"  # video-mme-v2: "concatenated" | "interleaved"
+FORMATS = formats()  # as registered at import; `formats()` reads the registry each time
 
 
 @dataclass
@@ -102,122 +87,7 @@ class ConvertResult:
     renamed_ids: int = 0
 
 
-# ---- reading records ---------------------------------------------------------------------------
-def iter_records(path: str | os.PathLike[str]) -> Iterator[tuple[str, Any]]:
-    """Yield (location, record) for every record of a JSON, JSONL or parquet file.
-
-    The location is ``FILE:LINE`` (JSON arrays too: the line where the element starts) or
-    ``FILE:row N`` for parquet. A line of a JSONL file that is not JSON yields a `RowError` as the
-    record, so the caller reports it with the others instead of stopping.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: input file not found")
-    suffix = path.suffix.lower()
-    if suffix == ".parquet":
-        yield from _iter_parquet(path)
-        return
-    text = path.read_text(encoding="utf-8")
-    stripped = text.lstrip()
-    if suffix == ".json" or (suffix != ".jsonl" and stripped.startswith("[")):
-        if stripped.startswith("["):
-            yield from _iter_json_array(path, text)
-            return
-        try:
-            yield f"{path}:1", json.loads(text)
-        except json.JSONDecodeError:
-            pass  # not one JSON document: try JSON Lines below
-        else:
-            return
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            yield f"{path}:{lineno}", json.loads(line)
-        except json.JSONDecodeError as exc:
-            yield f"{path}:{lineno}", RowError("row", f"invalid JSON ({exc.msg} at column {exc.colno})")
-
-
-def _iter_json_array(path: Path, text: str) -> Iterator[tuple[str, Any]]:
-    """Elements of a top-level JSON array with the line each starts on.
-
-    Written with `json.JSONDecoder.raw_decode` element by element (instead of `json.load`) so that
-    every record carries its line number for error messages.
-    """
-    decoder = json.JSONDecoder()
-    pos = text.index("[") + 1
-    line = 1 + text.count("\n", 0, pos)
-    n = len(text)
-    while True:
-        start = pos
-        while pos < n and text[pos] in " \t\r\n,":
-            pos += 1
-        line += text.count("\n", start, pos)
-        if pos >= n:
-            yield f"{path}:{line}", RowError("row", "the JSON array is not closed (the file ends early)")
-            return
-        if text[pos] == "]":
-            return
-        try:
-            record, end = decoder.raw_decode(text, pos)
-        except json.JSONDecodeError as exc:
-            # One broken element must not cost the others: report it and resume after it.
-            yield f"{path}:{line}", RowError("row", f"invalid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})")
-            nxt = _next_array_element(text, pos)
-            if nxt is None:
-                return  # no element can be found after it: the rows before it are kept
-            line += text.count("\n", pos, nxt)
-            pos = nxt
-            continue
-        yield f"{path}:{line}", record
-        line += text.count("\n", pos, end)
-        pos = end
-
-
-def _next_array_element(text: str, pos: int) -> int | None:
-    """Where the array element after the broken one starting at `pos` begins, or None.
-
-    Dumped arrays put each element on its own line at one indentation (nested objects sit deeper),
-    so the next element is the next line holding only that indentation before its "{", after a
-    ",". Bracket counting cannot do this: one unbalanced quote in the broken element flips every
-    string after it. An element that does not start its line (a one-line array) cannot be
-    resynchronised safely: None, and the rest of the file is reported as one bad row."""
-    line_start = text.rfind("\n", 0, pos) + 1
-    indent = text[line_start:pos]
-    if indent.strip():
-        return None
-    needle = "\n" + indent + "{"
-    i = text.find(needle, pos)
-    while i != -1:
-        j = i
-        while j > pos and text[j - 1] in " \t\r\n":
-            j -= 1
-        if text[j - 1] == ",":
-            return i + len(needle) - 1
-        i = text.find(needle, i + 1)
-    return None
-
-
-def _iter_parquet(path: Path) -> Iterator[tuple[str, Any]]:
-    try:
-        import pyarrow.parquet as pq
-    except ImportError:  # pragma: no cover - pyarrow ships with the train extra
-        raise DataError(f"{path}: reading parquet needs pyarrow (pip install 'videoseek[train]')") from None
-    row = 0
-    for batch in pq.ParquetFile(path).iter_batches(batch_size=1024):
-        for record in batch.to_pylist():
-            row += 1
-            yield f"{path}:row {row}", record
-
-
 # ---- small field helpers -----------------------------------------------------------------------
-_ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.S)
-_THINK_TAG = re.compile(r"<think>(.*?)</think>", re.S)
-_OPTION_LINE = re.compile(r"^\s*\(?([A-Z])[\.\):]\s+(\S.*)$")
-_OPTION_LETTER = re.compile(r"^\s*\(?([A-Z])[\.\):]")
-# An option marker inside a line: "A. ", "(B) ", "C) ", "D: " at the start or after a space.
-_INLINE_OPTION = re.compile(r"(?:^|(?<=\s))\(?([A-Z])[\.\):]\s+")
-_SPAN_SPLIT = re.compile(r"\s*(?:-|–|to|,)\s*")
 
 VIDEO_R1_TYPES = {
     "multiple choice": ProblemType.multiple_choice,
@@ -255,127 +125,21 @@ def _first_key(record: dict, keys: tuple[str, ...]) -> str | None:
 
 def answer_from_solution(solution: str) -> str:
     """The text inside ``<answer>…</answer>`` (Video-R1's `solution`), or the stripped text."""
-    m = _ANSWER_TAG.search(solution)
-    return (m.group(1) if m else solution).strip()
+    found = first_block(solution, "answer")
+    return (solution if found is None else found).strip()
 
 
 def reasoning_from_process(process: str | None) -> str | None:
     """The text inside ``<think>…</think>`` (Video-R1's `process`), or the stripped text; None if empty."""
     if process is None:
         return None
-    m = _THINK_TAG.search(process)
-    text = (m.group(1) if m else process).strip()
+    found = first_block(process, "think")
+    text = (process if found is None else found).strip()
     return text or None
 
 
-def options_from_question(question: str) -> tuple[str, list[str]]:
-    """Split trailing option lines ("A. red", "(B) blue") off a question; ([] when there are none).
-
-    Open-o3's multiple-choice questions carry their options in the question text.
-    """
-    lines = question.rstrip().splitlines()
-    options: list[str] = []
-    while lines and _OPTION_LINE.match(lines[-1]):
-        options.insert(0, lines.pop().strip())
-    if lines and lines[-1].strip().lower().rstrip(":") in ("options", "choices"):
-        lines.pop()
-    letters = [_OPTION_LETTER.match(o).group(1) for o in options]
-    if len(options) < 2 or letters != [chr(ord("A") + k) for k in range(len(letters))]:
-        return _inline_options(question)
-    return "\n".join(lines).strip(), options
-
-
-def _inline_options(question: str) -> tuple[str, list[str]]:
-    """Options written on the question's last line: "Which pattern? A. blocks B. stripes C. dots"
-    (Open-o3's MCQ records do this). The markers must run A, B, C, ... from the first "A";
-    at least two, else the question is returned unchanged with no options."""
-    lines = question.rstrip().splitlines()
-    if not lines:
-        return question, []
-    last = lines[-1]
-    marks = list(_INLINE_OPTION.finditer(last))
-    for first, mark in enumerate(marks):
-        if mark.group(1) != "A":
-            continue
-        chain = [mark]
-        for later in marks[first + 1 :]:
-            if later.group(1) == chr(ord(chain[-1].group(1)) + 1):
-                chain.append(later)
-        if len(chain) < 2:
-            continue
-        bounds = [m.start() for m in chain] + [len(last)]
-        options = [last[a:b].strip().rstrip(",;").strip() for a, b in zip(bounds, bounds[1:])]
-        if any(not _OPTION_LINE.match(o) for o in options):  # a marker with no text after it
-            continue
-        head = last[: chain[0].start()].rstrip()
-        if head.lower().endswith(("options:", "choices:")):
-            head = head[: head.rfind(" ") + 1 if " " in head else 0].rstrip()
-        return "\n".join([*lines[:-1], head]).strip(), options
-    return question, []
-
-
-def option_letters(options: list[str]) -> list[str] | None:
-    """Letters of options written "A. text"; None when the options are not lettered that way."""
-    letters = []
-    for opt in options:
-        m = _OPTION_LETTER.match(opt)
-        if not m:
-            return None
-        letters.append(m.group(1))
-    return letters
-
-
-def parse_span(value: Any, field_name: str) -> tuple[float, float]:
-    """A time span from [s, e], "[s, e]", "s - e" or "HH:MM:SS.s - HH:MM:SS.s" (seconds)."""
-    parts: Any = value
-    if isinstance(value, str):
-        text = value.strip()
-        if text.startswith("["):
-            try:
-                parts = ast.literal_eval(text)
-            except (ValueError, SyntaxError):
-                raise RowError(field_name, f"unparseable time span {value!r}") from None
-        else:
-            parts = [p for p in _SPAN_SPLIT.split(text) if p]
-    if not isinstance(parts, (list, tuple)) or len(parts) != 2:
-        raise RowError(field_name, f"expected a [start, end] time span, got {value!r}")
-    s, e = parse_time(parts[0]), parse_time(parts[1])
-    if s is None or e is None:
-        raise RowError(field_name, f"unparseable time span {value!r}")
-    if not (0 <= s < e):
-        raise RowError(field_name, f"time span needs 0 <= start < end, got {[s, e]}")
-    return s, e
-
-
-def resolve_video(path_text: str, root: str) -> str:
-    """Join a record's relative video path ("./NeXT-QA/x.mp4") to `root`; absolute paths stay."""
-    if os.path.isabs(path_text):
-        return path_text
-    rel = path_text[2:] if path_text.startswith("./") else path_text
-    return os.path.normpath(os.path.join(root, rel))
-
-
-def _jsonable(value: Any) -> Any:
-    """`value` if JSON can hold it, else its text (parquet can yield dates or bytes)."""
-    try:
-        json.dumps(value)
-        return value
-    except (TypeError, ValueError):
-        return str(value)
-
-
 def _extras(record: dict, known: set[str]) -> dict[str, Any]:
-    return {k: _jsonable(v) for k, v in record.items() if k not in known}
-
-
-def _build(row: dict[str, Any]) -> VideoSample:
-    """Validate the converted row as a `VideoSample`; a failure names the VideoSample field."""
-    try:
-        return VideoSample.model_validate(row)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"]) or "row"
-        raise RowError(loc, first["msg"]) from None
+    return {k: jsonable(v) for k, v in record.items() if k not in known}
 
 
 def _duration(record: dict) -> float | None:
@@ -386,24 +150,6 @@ def _duration(record: dict) -> float | None:
     if d is None or d <= 0:
         raise RowError("duration", f"expected positive seconds, got {value!r}")
     return d
-
-
-def mc_letter(answer: str, options: list[str], field_name: str = "answer") -> str:
-    """The option letter a multiple-choice answer names: "B", "(B)", "B.", "B. blue" or "blue"."""
-    text = answer.strip()
-    letters = option_letters(options)
-    if letters is None:  # options not lettered "A. ...": keep the answer as written
-        return text
-    bare = text.rstrip(".").strip("()[] ")
-    if bare in letters:
-        return bare
-    m = _OPTION_LETTER.match(text)
-    if m and m.group(1) in letters:
-        return m.group(1)
-    for letter, opt in zip(letters, options):
-        if _OPTION_LETTER.sub("", opt, count=1).strip().lower() == text.lower():
-            return letter
-    raise RowError(field_name, f"{answer!r} is not one of the option letters {letters}")
 
 
 def _is_number(text: str) -> bool:
@@ -497,7 +243,7 @@ def _finish(row: dict[str, Any], record: dict, location: str, fmt: str) -> Video
     metadata.update(row.pop("metadata", {}))
     metadata["converted_from"] = f"{fmt}:{location}"
     row["metadata"] = metadata
-    return _build(row)
+    return build_sample(row)
 
 
 def convert_video_r1(record: dict, index: int, location: str, opts: ConvertOptions, root: str) -> VideoSample:
@@ -534,7 +280,7 @@ def convert_moss(record: dict, index: int, location: str, opts: ConvertOptions, 
         spans = record["clue_intervals"]
         if not isinstance(spans, list):
             raise RowError("clue_intervals", "expected a list of [start, end] spans")
-        row["clue_intervals"] = union(parse_span(s, f"clue_intervals.{k}") for k, s in enumerate(spans))
+        row["clue_intervals"] = union(span_field(s, f"clue_intervals.{k}") for k, s in enumerate(spans))
         row["_used"].add("clue_intervals")
     return _finish(row, record, location, "moss")
 
@@ -571,7 +317,7 @@ def convert_videomend(record: dict, index: int, location: str, opts: ConvertOpti
             raise RowError(f"mask_patterns.{k}", "expected an object")
         if pat.get("time_range") is None:
             raise RowError(f"mask_patterns.{k}.time_range", "missing")
-        span = parse_span(pat["time_range"], f"mask_patterns.{k}.time_range")
+        span = span_field(pat["time_range"], f"mask_patterns.{k}.time_range")
         if pat.get("oracle_correct") is None:
             candidates.append(list(span))
         else:
@@ -709,12 +455,12 @@ def convert_open_o3(record: dict, index: int, location: str, opts: ConvertOption
     answer_text = _text(record, "answer").strip()
     options, clues, answer = None, [], answer_text
     if task == "temporal QA":
-        span = parse_span(answer_text, "answer")
+        span = span_field(answer_text, "answer")
         clues, answer = [span], json.dumps(list(span))
     elif task == "temporal QA (MCQ)":
         head, _, tail = answer_text.partition("\n")
         answer = head.strip()
-        clues = [parse_span(tail.strip(), "answer")]
+        clues = [span_field(tail.strip(), "answer")]
     if ptype == ProblemType.multiple_choice:
         question, options = options_from_question(question)
         if not options:
@@ -782,13 +528,13 @@ class _FieldMaps(Mapping):
         return self._maps[fmt]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(FORMATS)
+        return iter(formats())
 
     def __len__(self) -> int:
-        return len(FORMATS)
+        return len(formats())
 
     def __contains__(self, fmt: object) -> bool:
-        return fmt in FORMATS
+        return fmt in formats()
 
 
 FIELD_MAPS: Mapping[str, dict[str, str]] = _FieldMaps({
@@ -807,7 +553,7 @@ def converter_for(fmt: str) -> tuple[Converter, Callable[[str | os.PathLike[str]
     if fmt in BENCHMARKS:
         module = benchmark_module(fmt)
         return module.convert_record, getattr(module, "iter_source_records", iter_records)
-    raise DataError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    raise DataError(f"unknown format {fmt!r}; choose one of {', '.join(formats())}")
 
 
 # ---- whole files -------------------------------------------------------------------------------
@@ -824,6 +570,9 @@ def convert_files(
     Bad rows go to `result.errors` as one line each (``FILE:LINE: field 'x': ...``); with `strict`
     the first one raises `DataError` instead. Image-only rows are counted in `result.skipped`. Ids
     stay unique: a repeated id gets ``-<record number>`` appended (counted in `renamed_ids`).
+    An input may be a folder when the format's reader takes one (VideoMMMU's download); relative
+    video paths are joined to `options.video_root`, else to the input's folder (a folder input:
+    the folder itself).
     """
     convert, read = converter_for(fmt)
     options = options or ConvertOptions()
@@ -831,7 +580,8 @@ def convert_files(
     seen: set[str] = set()
     index = 0
     for path in paths:
-        root = options.video_root or str(Path(path).resolve().parent)
+        resolved = Path(path).resolve()
+        root = options.video_root or str(resolved if resolved.is_dir() else resolved.parent)
         records = read(path)
         if progress:
             from tqdm import tqdm
@@ -867,15 +617,15 @@ def convert_files(
 # ---- CLI ---------------------------------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("inputs", nargs="+", metavar="IN", help="JSON, JSONL or parquet file(s) of the source format "
-                        "(a benchmark's own annotation files, e.g. Charades-STA's .txt)")
-    parser.add_argument("--from", dest="fmt", required=True, choices=FORMATS,
+                        "(a benchmark's own annotation files, e.g. Charades-STA's .txt; VideoMMMU: the downloaded dataset folder)")
+    parser.add_argument("--from", dest="fmt", required=True, choices=formats(),
                         help="source format: a training set or a benchmark (docs/benchmarks.md)")
     parser.add_argument("--out", required=True, help="samples.jsonl to write (video paths relative to its folder)")
     parser.add_argument("--video-root", default=None, help="folder relative video paths are joined to (default: each input's folder)")
     parser.add_argument("--keyframe-window", type=float, default=1.0, help="open-o3: seconds of clue interval around each key frame (default 1.0)")
     parser.add_argument("--subtitles", default=None, metavar="DIR",
-                        help="videomme: folder of the {videoID}.srt subtitles, shown with the frames they belong to; video-mme-v2: "
-                        "folder of the {video_id}.jsonl word subtitles; videommmu: folder of the {id}.txt transcripts (docs/benchmarks.md)")
+                        help="a benchmark's with-subtitles setting: the folder of its subtitles or transcripts (--show-mapping "
+                        "names the files; docs/benchmarks.md)")
     parser.add_argument("--subtitle-mode", choices=("concatenated", "interleaved"), default=None,
                         help="video-mme-v2 with --subtitles: the script's two modes (default concatenated)")
     parser.add_argument("--strict", action="store_true", help="stop at the first bad row")
@@ -890,8 +640,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.keyframe_window <= 0:
         raise DataError(f"--keyframe-window must be > 0, got {args.keyframe_window}")
-    if args.subtitles is not None and args.fmt not in ("videomme", "video-mme-v2", "videommmu"):
-        raise DataError(f"--subtitles goes with --from videomme, video-mme-v2 or videommmu, not {args.fmt}")
+    if args.subtitles is not None and not (args.fmt in BENCHMARKS and getattr(benchmark_module(args.fmt), "SUBTITLES", None)):
+        names = benchmarks.subtitled_benchmarks()
+        raise DataError(f"--subtitles goes with --from {', '.join(names[:-1])} or {names[-1]}, not {args.fmt}")
     if args.subtitles is not None and not Path(args.subtitles).is_dir():
         raise DataError(f"--subtitles: {args.subtitles}: not a folder")
     if args.subtitle_mode is not None and (args.fmt != "video-mme-v2" or args.subtitles is None):

@@ -10,7 +10,7 @@ from typing import Any, Literal
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
-from PIL import Image, ImageDraw
+from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from videoseek.envs.actions import (
@@ -18,11 +18,11 @@ from videoseek.envs.actions import (
     sanitize_text,
 )  # fmt: skip
 from videoseek.envs import subtitles
-from videoseek.envs.evidence import EvidenceState
+from videoseek.envs.evidence import EvidenceState, episode_evidence
 from videoseek.envs.tools import DEFAULT_TOOLS, Tool, ToolError, ToolResult, check_arguments, format_times, resolve_tools, system_prompt, think_nudge, tool_schemas, usage_hint
 from videoseek.envs.sample import DataError, VideoSample
 from videoseek.envs.trajectory import CallInfo, FrameRef, GroupInfo, Observation, Trajectory, Turn
-from videoseek.envs.video import DEFAULT_BACKEND, _font, fit_pixels, fit_region, open_video, overlay_timestamp, reconcile_duration
+from videoseek.envs.video import DEFAULT_BACKEND, fit_pixels, fit_region, open_video, overlay_timestamp, reconcile_duration
 from videoseek.rewards import EpisodeSummary, RewardConfig, accuracy_reward, score_episode
 from videoseek.rewards.compose import PRESETS
 
@@ -160,17 +160,6 @@ class EnvConfig(BaseModel):
         return self
 
 
-def _label_time(frame: np.ndarray, t: float) -> np.ndarray:
-    """A copy of `frame` with its time ("12.5s") in white on a black box in the top-left corner."""
-    img = Image.fromarray(np.ascontiguousarray(frame))
-    draw = ImageDraw.Draw(img)
-    text = f"{t:.1f}s"
-    _, _, x1, y1 = draw.textbbox((2, 2), text, font=_font())
-    draw.rectangle((0, 0, x1 + 2, y1 + 2), fill=(0, 0, 0))
-    draw.text((2, 2), text, fill=(255, 255, 255), font=_font())
-    return np.asarray(img)
-
-
 def question_text(sample: VideoSample, duration: float, timestamps: np.ndarray) -> str:
     lines = [f"Video duration: {duration:.1f} seconds."]
     if len(timestamps):
@@ -248,7 +237,8 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
 
     ## Observation Space
     A dict: `text` (the prompt or the tool response), `frames` (uint8, shape (n, H, W, 3), n may be
-    0) and `timestamps` (float64, shape (n,), seconds in the source video).
+    0; the caller's own array, or the shared read-only one with `share_frames=True`) and
+    `timestamps` (float64, shape (n,), seconds in the source video).
 
     ## Info
     `reset` returns `info["instructions"]` (the system prompt: the answer format and how to call
@@ -283,11 +273,18 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
     - `render_mode`: None, "rgb_array" (a contact sheet of the last observation's frames, each
       labelled with its time) or "ansi" (a text summary: sample, turn, frames used, last
       observation text). Any other mode raises ValueError.
+    - `share_frames` (keyword, default False): False gives every observation its own writable
+      `frames` array (a copy), as gymnasium's contract and `check_env` expect. True hands out the
+      shared frame cache's read-only array itself (write to a `.copy()`): the G episodes of a
+      sample, or any episodes on the same frames, then hold one copy of them. The episode drivers
+      set it (`agents.rollout`, verl's `VideoSeekAgentLoop`), where 64 concurrent episodes of an
+      hour-long video fit in 2 GB because of it (`bench/bench_long_video.py`). The env keeps the
+      shared arrays for its own record (`frames_by_turn`) either way.
     """
 
     metadata = {"render_modes": ["rgb_array", "ansi"]}
 
-    def __init__(self, sample: VideoSample, config: EnvConfig | None = None, render_mode: str | None = None) -> None:
+    def __init__(self, sample: VideoSample, config: EnvConfig | None = None, render_mode: str | None = None, *, share_frames: bool = False) -> None:
         if not isinstance(sample, VideoSample):
             sample = VideoSample.model_validate(sample)
         self.sample = sample
@@ -295,6 +292,7 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode {render_mode!r} is not supported; expected None or one of {self.metadata['render_modes']}")
         self.render_mode = render_mode
+        self.share_frames = bool(share_frames)
         try:
             self.video = open_video(sample.video, self.config.video_backend)
         except DataError as exc:
@@ -459,7 +457,7 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
         frames, times = self._last_frames, self._last_times
         if len(frames) == 0:
             return np.zeros(self._frame_shape, np.uint8)
-        return np.concatenate([_label_time(f, t) for f, t in zip(frames, times)], axis=1)
+        return np.concatenate([overlay_timestamp(f, t, clock=False) for f, t in zip(frames, times)], axis=1)
 
     def _ansi(self) -> str:
         turns = len(self.trajectory.turns) if self.trajectory is not None else 0
@@ -685,9 +683,10 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
         return frames, ts
 
     def _new_evidence(self) -> EvidenceState:
-        p = self.config.reward.clue_seek
-        return EvidenceState(self.sample.clue_intervals, self.duration, duplicate_tiou=p.duplicate_tiou, adjacency_gap=p.adjacency_gap,
-                             key_frames=[k.model_dump() for k in self.sample.key_frames], region_time_gate=p.zoom_time_gate)  # fmt: skip
+        """An empty evidence state whose duplicate, fragment and region thresholds are the episode's
+        reward config's (`RewardConfig.clue_seek`), so the call record agrees with the reward."""
+        key_frames = [k.model_dump() for k in self.sample.key_frames]
+        return episode_evidence(self.sample.clue_intervals, self.duration, self.config.reward, key_frames)
 
     def _masked(self, ts: np.ndarray) -> np.ndarray:
         """Which of these frame times the episode's mask perturbation blanks (DM-GRPO)."""
@@ -738,4 +737,7 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
         return [FrameRef(t=float(t), masked=bool(m)) for t, m in zip(ts, masked)]
 
     def _obs(self, text: str, frames: np.ndarray, ts: np.ndarray) -> Obs:
-        return {"text": text, "frames": frames, "timestamps": np.asarray(ts, dtype=np.float64)}
+        """The observation dict. Its frames are a fresh, writable array, the caller's own (gymnasium's
+        contract: `check_env` fails on two observations sharing memory); with `share_frames` they are
+        the frame cache's read-only array itself, shared by every episode that sees those frames."""
+        return {"text": text, "frames": frames if self.share_frames else frames.copy(), "timestamps": np.array(ts, dtype=np.float64)}

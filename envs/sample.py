@@ -16,11 +16,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from videoseek.envs.errors import DataError
 from videoseek.rewards.accuracy import problem_type_name
-
-
-class DataError(ValueError):
-    """A dataset row or video that cannot be used; the message names where and what."""
 
 
 class ProblemType(str, Enum):

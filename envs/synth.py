@@ -32,7 +32,7 @@ Task kinds (one builder function each, `TASK_BUILDERS`):
                   on it picks the right option 34 % of the time over 196 samples, chance 25 %);
                   `zoom(time, box)` on the sign returns it at native resolution, where it reads
                   right every time. So it needs both tools: `crop_video` to find the moment, `zoom`
-                  to read it (agents/scripted.py's oracle; tests/test_zoom_task.py).
+                  to read it (agents/scripted.py's oracle; tests/envs/test_zoom.py).
 
 Every sample carries `clue_intervals` (seconds, frame-exact spans of the visible evidence),
 `options`/`answer`, a `reference_reasoning` in VideoMend's Ref-Delta form (seed 002, §3.3:
@@ -405,7 +405,7 @@ def write_video(path: str | os.PathLike[str], spec: VideoSpec, frame_at: Callabl
     preset) is off: its assembly reads uninitialised memory, so with it the same frames encoded in
     two processes differed in about 4 % of the videos (some frames by one grey level). Measured: the
     same input frames, run with glibc's MALLOC_PERTURB_ at 1, 77 and 165, encoded to three different
-    files with mbtree and to one file without it (tests/test_synth.py checks this). With `key_at`, a frame whose key equals the
+    files with mbtree and to one file without it (tests/envs/test_synth.py checks this). With `key_at`, a frame whose key equals the
     previous frame's is not rendered or converted again (most frames of a long video are static).
     """
     import av
@@ -1068,7 +1068,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from videoseek.cli import UserError
+    from videoseek.envs.errors import UserError
 
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
     unknown = [k for k in kinds if k not in TASK_BUILDERS]

@@ -528,17 +528,38 @@ def format_clock(t: float) -> str:
     return f"{t // 3600:02d}:{t % 3600 // 60:02d}:{t % 60:02d}"
 
 
+# Frame times are written with up to two decimals and at least one, by the env's text and by the
+# renderer's frame labels alike (`tools.format_times`, one formatter, so a frame has one name). Why
+# two: the times are the frames' presentation times, and at one decimal the neighbouring frames of
+# any video above 10 fps print alike ("12.3s, 12.3s"), so a policy could neither tell them apart nor
+# cite one; two decimals keep frames apart up to 100 fps, and more would only add tokens. Trailing
+# zeros are dropped, so a frame of a 10-fps video reads "12.3s" as it did at one decimal.
+def format_seconds(t: float) -> str:
+    """One frame time in seconds, without the unit.
+
+    >>> format_seconds(12), format_seconds(12.345), format_seconds(12.30), format_seconds(1.0334)
+    ('12.0', '12.35', '12.3', '1.03')
+    """
+    text = f"{t:.2f}".rstrip("0")
+    return text + "0" if text.endswith(".") else text
+
+
 @lru_cache(maxsize=1)
 def _font() -> ImageFont.ImageFont:
     return ImageFont.load_default()
 
 
-def overlay_timestamp(frame: np.ndarray, t: float) -> np.ndarray:
-    """Burn HH:MM:SS into the top-left corner (white on a black box)."""
-    img = Image.fromarray(frame)
+def overlay_timestamp(frame: np.ndarray, t: float, clock: bool = True) -> np.ndarray:
+    """A copy of `frame` with its time burnt into the top-left corner, white on a black box.
+
+    `clock=True`: HH:MM:SS (`format_clock`), what `EnvConfig.timestamp_overlay` puts in the
+    model's frames (VideoMend). `clock=False`: seconds as the env's text writes them ("12.5s",
+    `format_seconds`), what the env's "rgb_array" render labels each frame with.
+    """
+    img = Image.fromarray(np.ascontiguousarray(frame))
     draw = ImageDraw.Draw(img)
-    text = format_clock(t)
-    x0, y0, x1, y1 = draw.textbbox((2, 2), text, font=_font())
+    text = format_clock(t) if clock else format_seconds(t) + "s"
+    _, _, x1, y1 = draw.textbbox((2, 2), text, font=_font())
     draw.rectangle((0, 0, x1 + 2, y1 + 2), fill=(0, 0, 0))
     draw.text((2, 2), text, fill=(255, 255, 255), font=_font())
     return np.asarray(img)
@@ -601,6 +622,8 @@ class VideoReader:
         The array is shared, not copied: every caller asking for the same frames at the same size
         (the G episodes of a sample at reset) gets the same read-only array from the cache, so 64
         episodes of one video hold their initial frames once. Copy it (`frames.copy()`) to draw on it.
+        `VideoSeekEnv(share_frames=True)` (the episode drivers) passes this array on as the
+        observation; a user's env hands out a copy of it (gymnasium's contract).
         """
         indices = [int(i) for i in indices]
         size = fit_pixels(self._src.width, self._src.height, max_pixels)

@@ -43,7 +43,7 @@ def main() -> None:
     from videoseek.agents.tiny_model import ensure_tiny_model
     from videoseek.envs import EnvConfig
     from videoseek.envs.synth import generate_dataset
-    from videoseek.integrations.trl import add_response_schema, environment_factory, reward_funcs, samples_dataset
+    from videoseek.integrations.trl import TrajectoryRecorder, add_response_schema, environment_factory, reward_funcs, samples_dataset
 
     out = Path(args.out)
     data = args.data
@@ -55,6 +55,7 @@ def main() -> None:
     processor.chat_template = VIDEOSEEK_CHAT_TEMPLATE
     model = AutoModelForImageTextToText.from_pretrained(model_path)
     config = EnvConfig(reward=args.reward, tools=args.tools, initial_frames=4, frames_per_call=4, max_pixels=112 * 112)
+    recorder = TrajectoryRecorder(out, config, data=data, model=model_path)  # run.json and each step's episodes: `videoseek view OUT`
     trainer = GRPOTrainer(
         model=model,
         processing_class=add_response_schema(processor),
@@ -65,11 +66,12 @@ def main() -> None:
             use_cpu=not args.bf16,
         ),  # fmt: skip
         train_dataset=samples_dataset(data, config),  # the system prompt of the config's tools
-        environment_factory=environment_factory(config),
+        environment_factory=environment_factory(config, recorder=recorder),
         reward_funcs=reward_funcs,
+        callbacks=[recorder],
     )
     trainer.train()
-    print(f"done: {trainer.state.global_step} steps; log history in {out}")
+    print(f"done: {trainer.state.global_step} steps, {recorder.written} episodes; replay them with `videoseek view {out}`")
 
 
 if __name__ == "__main__":

@@ -11,23 +11,35 @@ Families (docs/rewards.md lists each with its seed, equation, parameters and def
   `dmgrpo_reward`, `tgrpo_bonus`, `sfgrpo_bonus`
 - Process Reasoning Reward (MOSS-ChatV): `rouge_scores`, `subsequence_dtw`, `process_reward`
 - ProcessThinker rollout process reward: `rollout_process_reward`
-- composition: `EpisodeSummary`, `RewardConfig`, `score_episode`, `score_group`
+- composition: `EpisodeSummary`, `RewardConfig`, `score_episode`, `score_group`; presets
+  (`PRESETS`, `preset_table`); the component registry (`RewardComponent`, `register_component`,
+  `get_component`; the built-ins in `components.py`)
+- tagged blocks of model text (`<think>`, `<answer>`, …): `tags.py`
 - GRPO's group statistics and advantages: `group_stats`, `group_advantages`
 """
 
 from .advantage import group_advantages, group_stats
 from .accuracy import accuracy_reward, extract_choice, normalize_problem_type, parse_number, word_error_rate
-from .clue_seek import ClueSeekParams, call_geometry, clue_seek_reward, evidence_trace
+from .clue_seek import CallEvidence, ClueSeekParams, EvidenceState, clue_seek_reward, evidence_trace
 from .compose import (
     COMPONENTS,
-    PRESETS,
     EpisodeSummary,
     RewardConfig,
     episode_components,
     score_episode,
     score_group,
-    thinking_text,
 )
+from .presets import PRESETS, preset_table
+from .registry import (
+    REWARD_COMPONENTS,
+    ComponentParams,
+    EpisodeContext,
+    GroupContext,
+    RewardComponent,
+    get_component,
+    register_component,
+)
+from .tags import first_block, last_block, tag_blocks, thinking_text
 from .delta_mask import delta_mask_reward, dmgrpo_reward, group_accuracy, sfgrpo_bonus, tgrpo_bonus
 from .format import format_reward, ref_delta_checks, ref_delta_format_reward
 from .grounding import box_iou, grounding_reward, parse_citations
@@ -41,13 +53,19 @@ from .timestamps import find_times, parse_span, parse_time, timestamp_checks, ti
 __all__ = [
     "COMPONENTS",
     "PRESETS",
+    "REWARD_COMPONENTS",
+    "CallEvidence",
     "ClueSeekParams",
+    "ComponentParams",
+    "EpisodeContext",
     "EpisodeSummary",
+    "EvidenceState",
+    "GroupContext",
+    "RewardComponent",
     "RewardConfig",
     "RougeReference",
     "accuracy_reward",
     "box_iou",
-    "call_geometry",
     "clip",
     "clue_seek_reward",
     "delta_mask_reward",
@@ -56,12 +74,15 @@ __all__ = [
     "evidence_trace",
     "extract_choice",
     "find_times",
+    "first_block",
     "format_reward",
+    "get_component",
     "grounding_reward",
     "group_accuracy",
     "group_advantages",
     "group_stats",
     "intersection",
+    "last_block",
     "lcs_length",
     "measure",
     "normalize_problem_type",
@@ -73,10 +94,12 @@ __all__ = [
     "prefix_success_rates",
     "prepare_reference",
     "prepare_steps",
+    "preset_table",
     "process_cost_matrix",
     "process_reward",
     "ref_delta_checks",
     "ref_delta_format_reward",
+    "register_component",
     "rollout_process_reward",
     "rouge_avg",
     "rouge_avg_matrix",
@@ -90,11 +113,12 @@ __all__ = [
     "split_steps",
     "step_bonus",
     "subsequence_dtw",
+    "tag_blocks",
     "tgrpo_bonus",
     "thinking_text",
-    "tiou",
     "timestamp_checks",
     "timestamp_reward",
+    "tiou",
     "union",
     "word_error_rate",
 ]

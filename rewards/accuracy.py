@@ -27,13 +27,12 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from .format import scan_end
+from .tags import last_block
 from .intervals import tiou
 from .rouge import rouge_avg
 from .timestamps import parse_span
 
 # Content stripped in Python: `<answer>\s*(.*?)\s*</answer>` backtracks quadratically on spaces.
-_ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 # Optional lead-in ("Answer:", "The answer is", "Option"), then the letter, optionally in brackets,
 # then a delimiter or the end. A bare upper-case letter may be followed by a space ("B blue").
 # Each optional word carries its own trailing `\s*`: adjacent `\s*` runs ("\s*(?:is)?\s*[:：]?\s*")
@@ -84,8 +83,8 @@ def normalize_problem_type(problem_type: Any) -> str:
 
 def strip_answer_tags(text: str) -> str:
     """The content of the last `<answer>…</answer>` if `text` has one, else `text` stripped (linear time)."""
-    found = _ANSWER_TAG.findall(text, 0, scan_end(text, "</answer>"))
-    return found[-1].strip() if found else text.strip()
+    found = last_block(text, "answer")
+    return (text if found is None else found).strip()
 
 
 def _option_texts(options: Sequence[str] | None) -> dict[str, str]:

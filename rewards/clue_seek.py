@@ -5,9 +5,11 @@ The seed scores how the accumulated evidence state changes across `crop_video` c
 state by more than 0.1"; "penalize calls beyond three, near-duplicate intervals (temporal IoU
 above 0.7), runs of adjacent fragments, and calls that reduce the evidence state by more than 0.1".
 
-Evidence state (DESIGN.md, shared with `videoseek.envs.EvidenceState` through `intervals`):
+Evidence state (DESIGN.md; `EvidenceState` below, the one implementation: the env records each
+call's gain, duplicate and fragment flags from it, `videoseek.envs.EvidenceState` is this class):
 R = union of retrieved calls, C = union of clue intervals, both clipped to [0, duration];
-coverage = |R∩C|/|C|; E = |R∩C|/|R∪C|; gain g_k = E_k − E_{k−1} with E_0 = 0.
+coverage = |R∩C|/|C|; E = |R∩C|/|R∪C|; gain g_k = E_k − E_{k−1} with E_0 = 0. Its thresholds
+(`duplicate_tiou`, `adjacency_gap`, `zoom_time_gate`) are the episode's `ClueSeekParams`.
 
     R_tool = w_cov·coverage_K − w_irr·|R_K − C|/duration + w_gain·#{k: g_k > θ_gain}
              − p_excess·max(0, N − n_free) − p_dup·#duplicates − p_frag·#fragments
@@ -43,6 +45,7 @@ bought. Choices where the seed is silent, each a parameter:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
 
 from pydantic import BaseModel, ConfigDict
 
@@ -81,51 +84,177 @@ class ClueSeekParams(BaseModel):
     paid_if_correct: bool = False
 
 
-def evidence_trace(calls: Sequence[Sequence[float]], clue_intervals: Sequence[Sequence[float]], duration: float) -> list[dict]:
-    """Per call: clipped span, E before/after, gain, coverage after. Calls outside the video are skipped.
+# ---- the evidence state: the one implementation of the evidence geometry ---------------------------
+@dataclass(frozen=True)
+class CallEvidence:
+    """What one accepted span call did to the evidence state (the env records it as `Turn.call`)."""
 
-    >>> [round(t["gain"], 3) for t in evidence_trace([(9, 13), (40, 50)], [(10, 12)], 60)]
-    [0.5, -0.357]
+    index: int
+    start: float
+    end: float
+    score_before: float
+    score_after: float
+    coverage: float
+    precision: float
+    best_prior_tiou: float  # max tIoU with any earlier call (near-duplicate detection)
+    duplicate_of: int | None  # index of the first earlier call with tIoU above `duplicate_tiou`
+    adjacent_to_previous: bool  # touches or nearly touches the previous call (fragmented seeking)
+    irrelevant: float = 0.0  # footage retrieved so far outside the clues, as a fraction of the video
+
+    @property
+    def gain(self) -> float:
+        return self.score_after - self.score_before
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["gain"] = self.gain
+        return d
+
+
+@dataclass
+class EvidenceState:
+    """The accumulated clue-interval evidence of one episode; the env and `clue_seek_reward` both read it.
+
+    R is the union of retrieved spans, C the union of clue intervals, both clipped to
+    [0, duration]. coverage = |R∩C|/|C|, precision = |R∩C|/|R|, evidence score E = |R∩C|/|R∪C|
+    (temporal IoU of the unions). After call k the gain is g_k = E_k − E_{k−1}; E rather than
+    coverage is the state, so a call that adds only irrelevant footage lowers it.
+
+    Arguments:
+        clue_intervals: answer-relevant spans in seconds.
+        duration: video length in seconds; intervals are clipped to [0, duration].
+        key_frames: the sample's key frames ({time, boxes}); spatial looks (`add_region`) are
+            scored against their boxes.
+        params: the thresholds, the episode's `RewardConfig.clue_seek`: a call with tIoU above
+            `duplicate_tiou` with an earlier call is a near-duplicate (seed: 0.7); a call whose gap
+            to the previous one (or overlap with it) is at most `adjacency_gap` seconds continues
+            a run of adjacent fragments; a key frame's boxes count for a look within
+            `zoom_time_gate` seconds of it.
+
+    Spatial evidence (a `zoom` at one frame) does not change the temporal state: a frame is an
+    instant, not a span. `add_region` records the region and its IoU with the key-frame boxes.
+
+    >>> ev = EvidenceState(clue_intervals=[(10, 12)], duration=60)
+    >>> round(ev.add(9, 13).gain, 3)
+    0.5
+    >>> ev.coverage, round(ev.precision, 2)
+    (1.0, 0.5)
+    >>> round(ev.add(40, 50).gain, 3)   # irrelevant footage lowers E
+    -0.357
     """
-    clues = union(iv for iv in (clip(c, 0.0, duration) for c in clue_intervals) if iv is not None)
-    clue_len = measure(clues)
-    retrieved: list[Interval] = []
-    before = 0.0
-    out = []
-    for call in calls:
-        span = clip(call, 0.0, duration)
+
+    clue_intervals: Sequence[Sequence[float]]
+    duration: float
+    key_frames: Sequence = ()
+    params: ClueSeekParams = field(default_factory=ClueSeekParams)
+    calls: list[CallEvidence] = field(default_factory=list)
+    regions: list[tuple[float, list[float], float | None]] = field(default_factory=list)  # (time, box, IoU)
+    _clues: list[Interval] = field(init=False, repr=False)
+    _retrieved: list[Interval] = field(init=False, repr=False, default_factory=list)
+
+    def __post_init__(self) -> None:
+        clipped = (clip(iv, 0.0, self.duration) for iv in self.clue_intervals)
+        self._clues = union(iv for iv in clipped if iv is not None)
+
+    # ---- state -------------------------------------------------------------------------------
+    @property
+    def clues(self) -> list[Interval]:
+        return list(self._clues)
+
+    @property
+    def retrieved(self) -> list[Interval]:
+        return list(self._retrieved)
+
+    @property
+    def coverage(self) -> float:
+        c = measure(self._clues)
+        return measure(intersection(self._retrieved, self._clues)) / c if c > 0 else 0.0
+
+    @property
+    def precision(self) -> float:
+        r = measure(self._retrieved)
+        return measure(intersection(self._retrieved, self._clues)) / r if r > 0 else 0.0
+
+    @property
+    def irrelevant(self) -> float:
+        """|R − C| / duration; 0 without clue annotations (nothing can be called irrelevant then)."""
+        if measure(self._clues) <= 0 or self.duration <= 0:
+            return 0.0
+        return (measure(self._retrieved) - measure(intersection(self._retrieved, self._clues))) / self.duration
+
+    @property
+    def score(self) -> float:
+        return tiou(self._retrieved, self._clues)
+
+    def snapshot(self) -> dict[str, float]:
+        return {"coverage": self.coverage, "precision": self.precision, "score": self.score}
+
+    # ---- transitions -------------------------------------------------------------------------
+    def add(self, start: float, end: float) -> CallEvidence:
+        """Record one span call; the span is clipped to [0, duration]. Raises on an empty span.
+
+        The geometry rules, here only: a duplicate is a call with tIoU > `duplicate_tiou` with ANY
+        earlier call (the first such call is named); a call is adjacent to the previous one when
+        the gap between them (or their overlap) is at most `adjacency_gap` and it is no duplicate.
+        """
+        span = clip((start, end), 0.0, self.duration)
         if span is None:
-            continue
-        retrieved = union([*retrieved, span])
-        after = tiou(retrieved, clues)
-        hit = measure(intersection(retrieved, clues))
-        coverage = hit / clue_len if clue_len > 0 else 0.0
-        # without clue annotations nothing can be called irrelevant
-        irrelevant = (measure(retrieved) - hit) / duration if clue_len > 0 and duration > 0 else 0.0
-        out.append({"span": span, "score_before": before, "score_after": after, "gain": after - before, "coverage": coverage,
-                    "irrelevant": irrelevant})  # fmt: skip
-        before = after
-    return out
+            raise ValueError(f"crop [{start}, {end}] has no overlap with the video [0, {self.duration}]")
+        before = self.score
+        prior = [tiou([span], [(c.start, c.end)]) for c in self.calls]
+        best = max(prior, default=0.0)
+        dup = next((i for i, v in enumerate(prior) if v > self.params.duplicate_tiou), None)
+        adjacent = False
+        if self.calls:
+            p = self.calls[-1]
+            gap = max(span[0] - p.end, p.start - span[1])
+            # Touching or nearly touching, not substantially overlapping: a small step along the video.
+            adjacent = abs(gap) <= self.params.adjacency_gap and dup is None
+        self._retrieved = union([*self._retrieved, span])
+        rec = CallEvidence(
+            index=len(self.calls),
+            start=span[0],
+            end=span[1],
+            score_before=before,
+            score_after=self.score,
+            coverage=self.coverage,
+            precision=self.precision,
+            best_prior_tiou=best,
+            duplicate_of=dup,
+            adjacent_to_previous=adjacent,
+            irrelevant=self.irrelevant,
+        )
+        self.calls.append(rec)
+        return rec
+
+    def add_region(self, time: float, box: Sequence[float]) -> float | None:
+        """Record a look at the region `box` ([x1, y1, x2, y2], fractions) of the frame at `time`;
+        its IoU with the key-frame boxes near that time (`grounding.region_iou`), None without boxes."""
+        iou = region_iou(time, box, self.key_frames, self.params.zoom_time_gate)
+        self.regions.append((float(time), [float(v) for v in box], iou))
+        return iou
+
+    def call_spans(self) -> list[Interval]:
+        return [(c.start, c.end) for c in self.calls]
+
+    def region_looks(self) -> list[tuple[float, list[float]]]:
+        """The spatial looks in order, as (time, box): what the clue-seek reward's zoom term reads."""
+        return [(t, list(b)) for t, b, _ in self.regions]
 
 
-def call_geometry(spans: Sequence[Interval], duplicate_tiou: float = 0.7, adjacency_gap: float = 0.5) -> list[dict]:
-    """Per call: `duplicate_of` (first earlier call with tIoU > threshold) and `adjacent` (to the previous call).
+def evidence_trace(
+    calls: Sequence[Sequence[float]], clue_intervals: Sequence[Sequence[float]], duration: float, params: ClueSeekParams | None = None
+) -> list[CallEvidence]:
+    """Each call replayed on an `EvidenceState` with `params`: its `CallEvidence` (clipped span, E
+    before and after, gain, coverage, duplicate and adjacency). Calls outside the video are skipped.
 
-    Same rule as `videoseek.envs.EvidenceState.add`.
-
-    >>> [(g["duplicate_of"], g["adjacent"]) for g in call_geometry([(0, 5), (5, 9), (0, 5.2)])]
+    >>> [round(t.gain, 3) for t in evidence_trace([(9, 13), (40, 50)], [(10, 12)], 60)]
+    [0.5, -0.357]
+    >>> [(t.duplicate_of, t.adjacent_to_previous) for t in evidence_trace([(0, 5), (5, 9), (0, 5.2)], [], 60)]
     [(None, False), (None, True), (0, False)]
     """
-    out = []
-    for k, span in enumerate(spans):
-        dup = next((i for i in range(k) if tiou([span], [spans[i]]) > duplicate_tiou), None)
-        adjacent = False
-        if k > 0:
-            prev = spans[k - 1]
-            gap = max(span[0] - prev[1], prev[0] - span[1])
-            adjacent = abs(gap) <= adjacency_gap and dup is None
-        out.append({"duplicate_of": dup, "adjacent": adjacent})
-    return out
+    state = EvidenceState(clue_intervals, duration, params=params or ClueSeekParams())
+    return [state.add(*call[:2]) for call in calls if clip(call, 0.0, duration) is not None]
 
 
 def _fragments(adjacent: Sequence[bool], min_run: int) -> int:
@@ -163,20 +292,19 @@ def clue_seek_reward(
     p = params or ClueSeekParams()
     if overrides:
         p = ClueSeekParams(**{**p.model_dump(), **overrides})
-    trace = evidence_trace(calls, clue_intervals, duration)
-    spans = [t["span"] for t in trace]
-    geometry = call_geometry(spans, p.duplicate_tiou, p.adjacency_gap)
-    gains = [t["gain"] for t in trace]
-    coverage = trace[-1]["coverage"] if trace else 0.0
-    irrelevant = trace[-1]["irrelevant"] if trace else 0.0
-    n_calls = len(spans) + len(zooms) + int(invalid_calls)
-    zoom_ious = [region_iou(t, box, key_frames, p.zoom_time_gate) for t, box in zooms]
+    state = EvidenceState(clue_intervals, duration, key_frames=key_frames, params=p)
+    trace = [state.add(*call[:2]) for call in calls if clip(call, 0.0, duration) is not None]  # outside the video: skipped
+    zoom_ious = [state.add_region(t, box) for t, box in zooms]
+    gains = [t.gain for t in trace]
+    coverage = trace[-1].coverage if trace else 0.0
+    irrelevant = trace[-1].irrelevant if trace else 0.0
+    n_calls = len(trace) + len(zooms) + int(invalid_calls)
     counts = {
         "calls": n_calls,
         "useful": sum(g > p.gain_threshold for g in gains),
         "excess": max(0, n_calls - p.free_calls),
-        "duplicates": sum(g["duplicate_of"] is not None for g in geometry),
-        "fragments": _fragments([g["adjacent"] for g in geometry], p.min_run),
+        "duplicates": sum(t.duplicate_of is not None for t in trace),
+        "fragments": _fragments([t.adjacent_to_previous for t in trace], p.min_run),
         "drops": sum(g < -p.drop_threshold for g in gains),
         "invalid": int(invalid_calls),
         "zooms": len(zooms),
@@ -199,11 +327,11 @@ def clue_seek_reward(
     breakdown = {
         "coverage": coverage,
         "irrelevant": irrelevant,
-        "evidence": trace[-1]["score_after"] if trace else 0.0,
+        "evidence": trace[-1].score_after if trace else 0.0,
         **counts,
         **terms,
         "gains": gains,
-        "duplicate_of": [g["duplicate_of"] for g in geometry],
-        "adjacent": [g["adjacent"] for g in geometry],
+        "duplicate_of": [t.duplicate_of for t in trace],
+        "adjacent": [t.adjacent_to_previous for t in trace],
     }
     return reward, breakdown

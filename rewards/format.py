@@ -23,6 +23,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from .tags import first_block, scan_end
+
 # Chat-template tokens a decoded response may still carry at a turn's end.
 _CHAT_TOKENS = re.compile(r"<\|(?:im_end|endoftext|im_start)\|>(?:assistant|user|tool)?")
 # Where a tool exchange ends inside one decoded multi-turn string; the final turn follows it.
@@ -31,57 +33,6 @@ _FINAL_TURN = re.compile(
     r"\s*<think>(?P<think>(?:(?!</?think>).)*)</think>\s*<answer>(?P<answer>(?:(?!</?answer>).)*)</answer>\s*",
     re.DOTALL,
 )
-_ANSWER_OPEN = re.compile(r"<answer>")
-
-
-def scan_end(text: str, close: str) -> int:
-    """End of the last `close` in `text` (0 if there is none): where to stop searching for `open(.*?)close`.
-
-    Why: a lazy `open(.*?)close` retried at each of k unclosed opens scans to the end of the
-    text every time (k·n). No match can end after the last `close`, and every attempt that starts
-    before it finds a `close`, so `pattern.finditer(text, 0, scan_end(text, close))` returns
-    exactly the matches of the unbounded search, in linear time.
-
-    >>> text = "<think>a</think>" + "<think>" * 3
-    >>> _THINK.findall(text, 0, scan_end(text, "</think>"))
-    ['a']
-    """
-    i = text.rfind(close)
-    return 0 if i < 0 else i + len(close)
-
-
-def tag_contents(text: str, *pairs: tuple[str, str]) -> list[tuple[int, str]]:
-    """(pair index, content) of each `open(.*?)close` of `pairs`, in text order, non-overlapping.
-
-    The same matches as `re.finditer` of the alternation `o1(.*?)c1|o2(.*?)c2|…` (DOTALL; at any
-    position the first pair whose open is there and whose close follows wins), found with
-    `str.find` in linear time: an open can match only if a close of its pair starts after it.
-
-    >>> tag_contents("<time>1</time><time_range>2 - 3</time_range><time>", ("<time>", "</time>"), ("<time_range>", "</time_range>"))
-    [(0, '1'), (1, '2 - 3')]
-    """
-    last = [text.rfind(c) for _, c in pairs]
-    nxt = [-1] * len(pairs)  # cached next open of each pair at or after pos (-2: none that can match)
-    out: list[tuple[int, str]] = []
-    pos = 0
-    while True:
-        best = -1
-        for k, (o, _) in enumerate(pairs):
-            if nxt[k] == -2:
-                continue
-            if nxt[k] < pos:
-                i = text.find(o, pos)
-                nxt[k] = i if 0 <= i and i + len(o) <= last[k] else -2
-            i = nxt[k]
-            if i >= 0 and (best < 0 or i < nxt[best] or (i == nxt[best] and k < best)):
-                best = k
-        if best < 0:
-            return out
-        o, c = pairs[best]
-        start = nxt[best] + len(o)
-        end = text.find(c, start)
-        out.append((best, text[start:end]))
-        pos = end + len(c)
 
 
 def final_turn(text: str | Sequence[str]) -> tuple[str, str]:
@@ -110,7 +61,7 @@ def format_reward(text: str | Sequence[str], require_content: bool = True) -> fl
     0.0
     """
     earlier, last = final_turn(text)
-    if _ANSWER_OPEN.search(earlier):
+    if "<answer>" in earlier:
         return 0.0
     last = _CHAT_TOKENS.sub("", last)
     m = _FINAL_TURN.fullmatch(last)
@@ -122,8 +73,6 @@ def format_reward(text: str | Sequence[str], require_content: bool = True) -> fl
 
 
 REF_DELTA_WEIGHTS = {"F1": 0.15, "F2": 0.15, "F3": 0.25, "F4": 0.25, "F5": 0.20}
-_THINK = re.compile(r"<think>(.*?)</think>", re.DOTALL)
-_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 _TIME = re.compile(r"<time>\s*\S.*?</time>", re.DOTALL)
 # A <time_range> whose <delta> follows with no other tag in between ("From <time_range>…</time_range>, <delta>…").
 _RANGE_DELTA = re.compile(r"<time_range>\s*\S[^<]*</time_range>[^<]*<delta>\s*\S.*?</delta>", re.DOTALL)
@@ -143,20 +92,20 @@ def ref_delta_checks(text: str | Sequence[str], summary_marker: str = "Reasoning
     """
     if not isinstance(text, str):
         text = "\n".join(text)
-    think = _THINK.search(text, 0, scan_end(text, "</think>"))
-    answer = _ANSWER.search(text, 0, scan_end(text, "</answer>"))
-    body = think.group(1) if think else ""
+    think = first_block(text, "think")
+    answer = first_block(text, "answer")
+    body = think or ""
     # The text after the last closing time/delta tag (a greedy `.*(?:</delta>|…)` is quadratic).
     cut = max((i + len(t) for t in _LAST_TAGS if (i := body.rfind(t)) >= 0), default=0)
     tail = body[cut:]
     # `\s*(?:[:：]\s*)?` rather than `\s*[:：]?\s*`: two adjacent `\s*` backtrack quadratically.
     summary = re.search(re.escape(summary_marker) + r"\s*(?:[:：]\s*)?\S", tail, re.IGNORECASE)
     return {
-        "F1": 1.0 if think else 0.0,
-        "F2": 1.0 if answer and answer.group(1).strip() else 0.0,
+        "F1": 1.0 if think is not None else 0.0,
+        "F2": 1.0 if answer and answer.strip() else 0.0,
         "F3": 1.0 if _TIME.search(body, 0, scan_end(body, "</time>")) else 0.0,
         "F4": 1.0 if _RANGE_DELTA.search(body, 0, scan_end(body, "</delta>")) else 0.0,
-        "F5": 1.0 if think and summary else 0.0,
+        "F5": 1.0 if think is not None and summary else 0.0,
     }
 
 

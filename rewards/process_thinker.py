@@ -32,11 +32,10 @@ import math
 import re
 from collections.abc import Callable, Sequence
 
-from .format import format_reward, scan_end
+from .format import format_reward
+from .tags import tag_blocks
 
 _TAG = re.compile(r"</?step>")
-_STEP = re.compile(r"<step>(.*?)</step>", re.DOTALL)
-_THINK = re.compile(r"<think>(.*?)</think>", re.DOTALL)
 
 Sampler = Callable[[list[str], int], "Sequence[bool] | float"]
 
@@ -55,11 +54,10 @@ def parse_step_response(response: str | Sequence[str]) -> tuple[bool, list[str]]
     turns = [response] if isinstance(response, str) else list(response)
     if not turns or format_reward(turns if len(turns) > 1 else turns[0], require_content=False) == 0.0:
         return False, []
-    # Searches bounded by the last closing tag (`scan_end`): many unclosed tags stay linear.
-    body = "\n".join(b for t in turns for b in _THINK.findall(t, 0, scan_end(t, "</think>")))
+    body = "\n".join(b for t in turns for b in tag_blocks(t, "think"))
     tags = _TAG.findall(body)
     nested = len(tags) > 0 and all(tag == ("<step>" if k % 2 == 0 else "</step>") for k, tag in enumerate(tags)) and len(tags) % 2 == 0
-    steps = [s.strip() for s in _STEP.findall(body, 0, scan_end(body, "</step>"))] if nested else []
+    steps = [s.strip() for s in tag_blocks(body, "step")] if nested else []
     return nested, steps
 
 

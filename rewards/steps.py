@@ -10,7 +10,7 @@ sentence steps "using NLP tools (e.g. nltk)". nltk's punkt model cannot be downl
 - `method="pysbd"`: pysbd's English rules (offline, pure Python), line by line.
 
 Why the regex is the default (measured here): on the 20 labelled cases of
-tests/test_rewards_steps.py the regex splits all 20 as labelled and pysbd 19 (it breaks after
+tests/rewards/test_steps.py the regex splits all 20 as labelled and pysbd 19 (it breaks after
 "approx."); on bench/bench_prr.py's 20-sentence traces both split every trace the same, but
 pysbd costs 13–15 ms of CPU per trace against about 0.045 ms (300× or more), alone far more
 than a whole PRR reward. ProcessThinker's explicit `<step>…</step>`
@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from .format import scan_end
+from .tags import tag_blocks
 
 ABBREVIATIONS = frozenset(
     "mr mrs ms dr prof sr jr st mt vs v e.g i.e approx cf al ca inc ltd co dept "
@@ -44,8 +44,6 @@ _BOUNDARY = re.compile(
     r"(?<![.!?])[.!?](?P<more>[.!?]*)[\"'’”)\]]*(?P<space>\s+)(?=[\"'“‘(\[<]?[A-Z0-9<])"
     r"|[。！？][。！？]*[”’」』)]*\s*"
 )
-_STEP_TAG = re.compile(r"<step>(.*?)</step>", re.DOTALL)
-_THINK = re.compile(r"<think>(.*?)</think>", re.DOTALL)
 _WORD = re.compile(r"\w")
 
 
@@ -117,7 +115,7 @@ def split_sentences(text: str, method: str = "regex") -> list[str]:
 
 def reasoning_text(response: str) -> str:
     """The `<think>` contents of a response (all blocks, in order), or the whole text if it has none."""
-    blocks = _THINK.findall(response, 0, scan_end(response, "</think>"))
+    blocks = tag_blocks(response, "think")
     return "\n".join(blocks) if blocks else response
 
 
@@ -127,7 +125,7 @@ def split_steps(response: str, method: str = "regex") -> list[str]:
     Only the `<think>` part counts when there is one (MOSS-ChatV aligns the reasoning, not the answer).
     """
     body = reasoning_text(response)
-    tagged = [s.strip() for s in _STEP_TAG.findall(body, 0, scan_end(body, "</step>"))]
+    tagged = [s.strip() for s in tag_blocks(body, "step")]
     if tagged:
         return [s for s in tagged if _WORD.search(s)]
     return split_sentences(body, method)

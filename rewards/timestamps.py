@@ -21,9 +21,14 @@ inside "01:30:45".
 from __future__ import annotations
 
 import math
+import numbers
 import re
+from decimal import Decimal
+from typing import Any
 
-from .format import tag_contents
+import numpy as np
+
+from .tags import tag_contents
 
 # A colon time: optional hours, minutes (1-2 digits), seconds (2 digits, optional fraction).
 # The look-arounds forbid a digit, colon or dot-digit on either side, which is what anchors it.
@@ -37,6 +42,7 @@ _FULL_COLON = re.compile(r"^\s*(?:(\d+):)?(\d{1,2}):(\d{2}(?:\.\d+)?)\s*$")
 # The unit carries its trailing `\s*`: "\s*(?:s|…)?\s*$" matches the same strings but backtracks
 # quadratically on a long run of spaces.
 _FULL_SECONDS = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:(?:s|sec|secs|second|seconds)\s*)?$")
+_MAX_TIME_CHARS = 64  # no time is longer; a cap on what the patterns ever scan
 
 # A span: "from A to B", "A to B", "A - B", "[A, B]", "(A, B)" with A and B time strings.
 _T = rf"{_LEFT}(?:{_COLON_TIME}|{_SECONDS}){_RIGHT}"
@@ -51,26 +57,55 @@ _TAG_PAIRS = (("<time>", "</time>"), ("<time_range>", "</time_range>"))
 _RANGE_SEPARATOR = re.compile(r"(?<!\s)\s*(?:-|–|—|~|to)\s*(?=\d)")
 
 
-def parse_time(text: str) -> float | None:
-    """Seconds of one time string ("HH:MM:SS.s", "MM:SS", "12.5", "12.5s"); None if not one.
+def parse_time(value: Any) -> float | None:
+    """Seconds of one time value; None when it is no time or not finite.
 
-    Minutes and seconds of a colon form must be below 60 (an impossible clock time is unparseable).
+    The one time parser: model text (the timestamp reward, `find_times`, `parse_span`), tool-call
+    arguments (`videoseek.envs.actions` re-exports it) and dataset fields (`convert`) all read times
+    with it, so a call, a cited time and an annotation mean the same thing.
+
+    - a number: any real type (int, float, numpy scalars or 0-d arrays, Decimal, Fraction; not
+      bool); one too large for a float (10**400) is not finite;
+    - a string: "HH:MM:SS.s", "MM:SS", "12.5", "12.5s" (surrounding white space ignored). Minutes
+      and seconds of a colon form must be below 60 (an impossible clock time is unparseable). A
+      string longer than 64 characters once stripped is no time (length cap).
 
     >>> parse_time("1:30"), parse_time("12.5 s"), parse_time("1:75"), parse_time("soon")
     (90.0, 12.5, None, None)
+    >>> parse_time("01:02:03.5"), parse_time("2:05"), parse_time("7s"), parse_time("nan")
+    (3723.5, 125.0, 7.0, None)
+    >>> parse_time(np.float32(2.5)), parse_time(np.int64(3)), parse_time(10**400), parse_time(None), parse_time(True)
+    (2.5, 3.0, None, None, None)
     """
+    if isinstance(value, (np.generic, np.ndarray)):
+        if getattr(value, "ndim", 0) != 0:
+            return None
+        value = value.item()  # the Python scalar: np.float32 -> float, np.str_ -> str, np.bool_ -> bool
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (numbers.Real, Decimal)):  # Decimal is no numbers.Real
+        try:
+            number = float(value)
+        except (OverflowError, ValueError, TypeError):
+            return None
+        return number if math.isfinite(number) else None
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    if len(text) > _MAX_TIME_CHARS:
+        return None
     m = _FULL_COLON.match(text)
     if m:
         hours = float(m.group(1)) if m.group(1) is not None else 0.0
         minutes, seconds = float(m.group(2)), float(m.group(3))
         if (m.group(1) is not None and minutes >= 60) or seconds >= 60:
             return None
-        value = hours * 3600 + minutes * 60 + seconds
-        return value if math.isfinite(value) else None
+        number = hours * 3600 + minutes * 60 + seconds
+        return number if math.isfinite(number) else None
     m = _FULL_SECONDS.match(text)
     if m:
-        value = float(m.group(1))
-        return value if math.isfinite(value) else None
+        number = float(m.group(1))
+        return number if math.isfinite(number) else None
     return None
 
 
@@ -86,7 +121,12 @@ def find_times(text: str, colon_only: bool = False) -> list[float]:
 
 
 def parse_span(text: str) -> tuple[float, float] | None:
-    """The first "start … end" span in `text` as seconds, or None.
+    """The first "start … end" span in a model's free text, as seconds; None when there is none.
+
+    For model replies (temporal-grounding answers, cited ranges): it searches the text and never
+    raises. A dataset field that must hold a span is read by
+    `videoseek.envs.source_records.span_field` instead, which is strict (0 <= start < end) and
+    names the field at fault.
 
     >>> parse_span("The event happens from 3.5 to 7 seconds.")
     (3.5, 7.0)

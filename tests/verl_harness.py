@@ -37,11 +37,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
+import pytest
 import torch
 import transfer_queue
 from tensordict import NonTensorData, NonTensorStack, TensorDict
 from transfer_queue import KVBatchMeta
 from transfer_queue.storage.managers.simple_storage_manager import AsyncSimpleStorageManager
+from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
 from verl.protocol import DataProto
 from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopWorkerTQ
 from verl.utils import hf_processor, hf_tokenizer
@@ -51,8 +53,11 @@ from verl.workers.rollout.llm_server import LLMServerClient
 from verl.workers.rollout.utils import qwen2_5_vl_dedup_image_tokens
 from verl.workers.rollout.replica import TokenOutput
 
+from videoseek.agents.tiny_model import ensure_tiny_model
+from videoseek.envs.env import EnvConfig
+from videoseek.training.exports.verl_parquet import export_samples
 from videoseek.training.gpu_probe import vllm_expand_prompt
-from videoseek.training.verl_plugin.config import TrainSpec, compose, verl_overrides, write_agent_loop_yaml
+from videoseek.training.verl_plugin.config import TrainSpec, compose, verl_overrides, write_agent_loop_yaml, write_spec_run_record
 
 ENV = {"initial_frames": 4, "frames_per_call": 4, "max_turns": 3, "max_total_frames": 16, "max_pixels": 56 * 112}
 CROP = '<think>The sparse frames miss it.</think><tool_call>{"name": "crop_video", "arguments": {"start": 11.5, "end": 14.0}}</tool_call>'
@@ -70,6 +75,7 @@ def make_config(tmp_path, model, parquet, reward="default", response_length=256,
         group_size=group_size, batch_size=batch_size, n_gpus=1, prompt_length=prompt_length, response_length=response_length,
         max_turn_tokens=64, env=env or ENV, loop=loop or {}, overrides={"actor_rollout_ref.rollout.agent.num_workers": 1, "data.dataloader_num_workers": 0, **(overrides or {})},
     )  # fmt: skip
+    write_spec_run_record(spec, "verl", {}, [parquet])  # as run_csgrpo.py's verl backend writes it
     return compose(verl_overrides(spec, write_agent_loop_yaml(spec)))
 
 
@@ -509,3 +515,70 @@ class V1Run:
 
     def close(self):
         self.loop_thread.close()
+
+
+# ---- the agent-loop worker with the tiny model, and its module fixtures ----------------------------
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    return ensure_tiny_model(cache_dir=tmp_path_factory.mktemp("models"))
+
+
+class TinyModelServer(FakeVLLMServer):
+    """Generates with the tiny model from token ids and raw frames, as a vLLM server does."""
+
+    def __init__(self, model_path, do_sample: bool = True):
+        from transformers import AutoModelForImageTextToText
+
+        super().__init__(hf_processor(str(model_path)), turns=[""])
+        self.model = AutoModelForImageTextToText.from_pretrained(model_path).eval()
+        self.do_sample = do_sample  # False: greedy, as a policy with temperature 0
+        self.calls = 0
+
+    async def generate(self, prompt_ids, sampling_params, request_id, image_data=None, video_data=None, audio_data=None, mm_processor_kwargs=None, priority=0, kv_transfer_params=None):
+        prompt_ids = self._check_vision(list(prompt_ids), image_data, video_data, mm_processor_kwargs)  # what vLLM runs: each video expanded
+        inputs = {"input_ids": torch.tensor([prompt_ids]), "attention_mask": torch.ones(1, len(prompt_ids), dtype=torch.long)}
+        if video_data:
+            frames, metadata = zip(*video_data)
+            vision = self.processor.video_processor(
+                videos=list(frames), video_metadata=list(metadata), do_sample_frames=False, return_tensors="pt", **(mm_processor_kwargs or {})
+            )
+            inputs.update(pixel_values_videos=vision["pixel_values_videos"], video_grid_thw=vision["video_grid_thw"])
+        with torch.random.fork_rng(devices=[]), torch.inference_mode():
+            torch.manual_seed(self.calls)
+            sampling = {"do_sample": True, "temperature": 1.0} if self.do_sample else {"do_sample": False}
+            out = self.model.generate(**inputs, max_new_tokens=sampling_params["max_tokens"], output_scores=True, return_dict_in_generate=True, **sampling)
+        self.calls += 1
+        ids = out.sequences[0, len(prompt_ids) :].tolist()
+        log_probs = None
+        if sampling_params.get("logprobs"):  # the sampled tokens' log-probabilities, as vLLM returns them
+            log_probs = [float(torch.log_softmax(score[0].float(), -1)[t]) for score, t in zip(out.scores, ids)]
+        return TokenOutput(token_ids=ids, log_probs=log_probs, extra_fields={"global_steps": 0})
+
+
+def run_worker(cfg, server, n=2):
+    async def main():
+        worker = AgentLoopWorker(cfg, server_client(cfg, server), reward_loop_worker_handles=[InProcessReward(cfg)])
+        batch = load_batch(cfg, worker.tokenizer, worker.processor, n)
+        return worker, await worker.generate_sequences(batch)
+
+    return asyncio.run(main())
+
+
+def scripted(tiny_model, turns, **kwargs):
+    return FakeVLLMServer(hf_processor(str(tiny_model)), turns, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory, index_sample_module):
+    out = tmp_path_factory.mktemp("export")
+    return export_samples([index_sample_module], out, "train", EnvConfig(**ENV), progress=False)
+
+
+@pytest.fixture(scope="module")
+def index_sample_module(index_video):
+    from videoseek.envs.sample import VideoSample
+
+    return VideoSample(
+        id="idx-1", video=str(index_video), question="Which colour flashes?", options=["A. red", "B. green", "C. blue", "D. yellow"],
+        answer="B", clue_intervals=[(12.0, 13.5)], mask_patterns=[{"time_range": (3.0, 4.0), "oracle_correct": True}],
+    )  # fmt: skip

@@ -66,7 +66,7 @@ FRAME_SIZE = 56  # 4 x 4 patches of 14 px -> 4 merged tokens per temporal patch
 # are kernel-level: vLLM's attention backends and fused RMSNorm / rotary kernels versus HF's SDPA,
 # other reduction orders, and the vision tower run by vLLM from its own call of the same HF
 # processor. In fp32 those move a log-prob by ~1e-4..1e-3 nats (text-only turns agree to 1e-3 in
-# tests/test_vllm_policy.py). What the check is there to catch moves far more: other pixels (the
+# tests/agents/test_vllm_policy.py). What the check is there to catch moves far more: other pixels (the
 # frames in another order: 0.31 nats, measured on CPU), another placeholder count (the ids
 # misalign, reported separately), or other temporal positions in vLLM than in training (see
 # SHARPEN). 0.05 nats (a 5% probability ratio) separates the two.

@@ -15,6 +15,10 @@
 #   (b) train    two GRPO steps of `python training/run_csgrpo.py --backend verl` on one GPU (vLLM
 #                rollouts, the VideoSeek agent loop, FSDP actor); PASS when it exits 0 and verl's
 #                console logger printed `step:1` and `step:2`.
+#   (c) cache    the transformers policy's turn cache on CUDA: `videoseek rollout --policy hf:MODEL
+#                --device cuda --temperature 0` with and without `--no-kv-reuse` on the same
+#                synthetic questions; PASS when both runs wrote the same turns (text and generated
+#                token counts) for every episode (CACHE_TIMEOUT=150 s each; DRY_RUN=1: on the CPU).
 #
 # Run from anywhere, on a machine with one CUDA GPU:
 #
@@ -40,6 +44,7 @@ OUT=${OUT:-/tmp/videoseek-gpu-smoke}
 VENV=${VENV:-.venv-gpu}
 FAMILIES=${FAMILIES:-qwen2.5-vl qwen3-vl}
 PROBE_TIMEOUT=${PROBE_TIMEOUT:-150}
+CACHE_TIMEOUT=${CACHE_TIMEOUT:-150}
 TRAIN_TIMEOUT=${TRAIN_TIMEOUT:-240}
 DRY_RUN=${DRY_RUN:-0}
 LIGHT_DEPS=(gymnasium pydantic decord av pillow rich tqdm nltk pysbd qwen-vl-utils==0.0.14)
@@ -219,6 +224,49 @@ for family in $FAMILIES; do
     result FAIL "$tag/train" "$why; steps logged: ${steps[*]:-none} (tail of $fout/train.log below)"
     grep -E "Error|error:" "$fout/train.log" | grep -v "^ *File" | tail -n 5 || true
     tail -n 15 "$fout/train.log"
+  fi
+done
+
+# ---- (c) the transformers policy's turn cache on CUDA: the same greedy turns with and without it --
+cache_device=cuda
+[[ "$DRY_RUN" == 1 ]] && cache_device=cpu
+for family in $FAMILIES; do
+  tag=${family//./}
+  fout=$OUT/$tag/cache
+  rm -rf "$fout"
+  mkdir -p "$fout"
+  if ! model=$("$PY" -c "from videoseek.agents.tiny_model import ensure_tiny_model; print(ensure_tiny_model(cache_dir='$OUT/$tag/models', family='$family'))" 2>"$fout/model.log") ||
+     ! "$PY" -c "from videoseek.envs.synth import generate_dataset; generate_dataset('$fout/data', n=4, seed=5)" >"$fout/data.log" 2>&1; then
+    result FAIL "$tag/turn-cache" "cannot build the tiny model or the questions (see $fout/)"
+    continue
+  fi
+  rc=0
+  for mode in reuse no-reuse; do
+    flags=(rollout --data "$fout/data/samples.jsonl" --policy "hf:$model" --device "$cache_device" --temperature 0 --max-new-tokens 48
+           --max-turns 4 --frames 4 --max-pixels 12544 --seed 0 --out "$fout/$mode" --no-progress)
+    [[ $mode == no-reuse ]] && flags+=(--no-kv-reuse)
+    run_stage "turn cache $family ($mode)" "$CACHE_TIMEOUT" "$fout/$mode.log" "$PY" -m videoseek "${flags[@]}" || rc=$?
+  done
+  if [[ $rc -ne 0 ]]; then
+    result FAIL "$tag/turn-cache" "a rollout exited $rc (logs in $fout/)"
+    continue
+  fi
+  if verdict=$("$PY" - "$fout/reuse" "$fout/no-reuse" <<'EOF'
+import sys
+from videoseek.envs.trajectory import read_trajectories
+
+runs = [{t.episode_id: [(turn.assistant, (turn.tokens or {}).get("completion")) for turn in t.turns] for t in read_trajectories(d)} for d in sys.argv[1:]]
+differ = [e for e in runs[0] if runs[0][e] != runs[1].get(e)]
+turns = sum(len(v) for v in runs[0].values())
+if differ or set(runs[0]) != set(runs[1]) or not runs[0]:
+    print(f"{len(differ)} of {len(runs[0])} episodes differ (first: {differ[:1]})")
+    sys.exit(1)
+print(f"{len(runs[0])} episodes, {turns} turns: the same greedy turns with and without the cache")
+EOF
+  ); then
+    result PASS "$tag/turn-cache" "$verdict ($cache_device)"
+  else
+    result FAIL "$tag/turn-cache" "$verdict ($cache_device)"
   fi
 done
 

@@ -29,9 +29,10 @@ From nothing, each stage an ordinary command printed before it runs (repeat any 
    policy GRPO optimises, where the greedy one may already sit at its mode.
 
 It writes RUN/summary.json (per stage: held-out accuracy, mean reward, coverage, valid-format
-rate, rate of episodes with a tool call, episode count, 95 % intervals, checkpoint; the
-held-out samples path; the scripted baselines; the GRPO - SFT reward difference paired by
-sample with its interval; the same for the sampled evaluations; the checks of issue 12),
+rate, rate of episodes with an accepted tool call (`crop_rate`, `videoseek.envs.metrics`),
+episode count, 95 % intervals, checkpoint; the held-out samples path; the scripted baselines;
+the GRPO - SFT reward difference paired by sample with its interval; the same for the sampled
+evaluations; the checks of issue 12),
 RUN/curves.png (GRPO reward, accuracy, KL and entropy per step, and the SFT loss with its
 validation loss on sweeps of a third set), and every evaluation's trajectories under RUN/eval/
 (`videoseek view RUN/eval/grpo`).
@@ -95,6 +96,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--tools", default=None, metavar="TOOL,TOOL,...",
                    help="the env's tools in every stage (videoseek rollout --tools, run_csgrpo.py --tools): names or import paths, "
                         "comma-separated (default: EnvConfig's)")
+    p.add_argument("--advantage", choices=("trajectory", "turn"), default="trajectory",
+                   help="GRPO's credit (run_csgrpo.py --advantage): trajectory-level (default) or turn-level (docs/training.md, 'Turn-level credit')")
+    p.add_argument("--over-turn-mask", action="store_true", help="GRPO: Mini-o3's over-turn masking (run_csgrpo.py --over-turn-mask)")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--resume", action="store_true", help="keep RUN and skip the stages whose outputs exist")
     group.add_argument("--overwrite", action="store_true", help="delete RUN first")
@@ -212,7 +216,7 @@ def learn(args: argparse.Namespace) -> int:
     stage(grpo_state if done else out / "grpo" / "not-finished",
           [python, str(HERE / "run_csgrpo.py"), "--backend", "local", "--config", "learn_cpu", "--model", str(checkpoints["sft"]),
            "--data", str(data["pool"]), "--out", str(out / "grpo"), "--threads", str(args.threads), "--seed", str(args.seed), "--steps", str(steps),
-           *tools, *again])  # fmt: skip
+           "--advantage", args.advantage, *(["--over-turn-mask"] if args.over_turn_mask else []), *tools, *again])  # fmt: skip
     evaluate("grpo", f"hf:{checkpoints['grpo']}")
     for name in BASELINES:
         evaluate(name, name)
@@ -236,11 +240,15 @@ def learn(args: argparse.Namespace) -> int:
 def stage_metrics(run_dir: Path) -> tuple[dict, dict[str, dict[str, float]]]:
     """(reported metrics with 95 % intervals, per-sample episode metrics) of one evaluation run."""
     from videoseek.agents.evaluate import episode_metrics, summarize
+    from videoseek.envs.metrics import look_on_rate
     from videoseek.envs.trajectory import read_trajectories
 
     trajs = read_trajectories(run_dir)
     m = summarize(trajs)
     reported = {k: m[k] for k in REPORTED} | {"episodes": m["episodes"], "failures": m["failures"]}
+    # the look-on rate (envs/metrics.py look_on): None when no episode's first two crops both missed
+    look = look_on_rate(t for t in trajs if t.group.role == "origin")
+    reported["look_on"], reported["look_on_n"] = look.get("look_on"), int(look["look_on_n"])
     reported["intervals"] = {k: m["intervals"][k] for k in REPORTED}
     per_sample = {t.sample_id: episode_metrics(t) for t in trajs if t.group.role == "origin" and t.failure is None}
     return reported, per_sample
@@ -306,9 +314,15 @@ def markdown_table(summary: dict) -> str:
     for key in ("accuracy", "reward"):
         g = sampled["grpo_minus_sft"][key]
         lines.append(f"Sampled at T = {sampled['temperature']}: GRPO - SFT held-out {key} {g['mean']:+.3f} [{g['interval'][0]:+.3f}, {g['interval'][1]:+.3f}] (reported, not checked)")
+    look = [f"{name} {_rate(summary[name].get('look_on'))} of {summary[name].get('look_on_n', 0)}" for name in ("sft", "grpo")]
+    lines.append("Look-on rate (greedy held-out episodes whose first two crops left coverage at 0, next turn another crop): " + ", ".join(look))
     room = summary["grpo_minus_sft"]["accuracy_if_all_right"]["interval"][0]
     lines.append(f"Room above SFT: a GRPO right on every question would gain accuracy with lower bound {room:+.3f}")
     return "\n".join(lines)
+
+
+def _rate(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
 
 
 def seeds_report(summaries: dict[int, dict]) -> dict:
@@ -321,6 +335,7 @@ def seeds_report(summaries: dict[int, dict]) -> dict:
             "accuracy_gain": s["grpo_minus_sft"]["accuracy"], "reward_gain": s["grpo_minus_sft"]["reward"],
             "accuracy_room_low": s["grpo_minus_sft"]["accuracy_if_all_right"]["interval"][0],
             "sampled_accuracy_gain": s["sampled"]["grpo_minus_sft"]["accuracy"], "sampled_reward_gain": s["sampled"]["grpo_minus_sft"]["reward"],
+            "sft_look_on": s["sft"].get("look_on"), "grpo_look_on": s["grpo"].get("look_on"),
             "checks_failed": [k for k, v in s["checks"].items() if not v],
         }  # fmt: skip
     keys = ("sft_accuracy", "grpo_accuracy", "sft_reward", "grpo_reward")
@@ -340,17 +355,18 @@ def seeds_table(report: dict) -> str:
     def gain(g: dict) -> str:
         return f"{g['mean']:+.3f} [{g['interval'][0]:+.3f}, {g['interval'][1]:+.3f}]"
 
-    lines = ["| seed | SFT accuracy | GRPO accuracy | GRPO - SFT accuracy | room | SFT reward | GRPO reward | GRPO - SFT reward | sampled: accuracy | sampled: reward | checks |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = ["| seed | SFT accuracy | GRPO accuracy | GRPO - SFT accuracy | room | SFT reward | GRPO reward | GRPO - SFT reward | sampled: accuracy | sampled: reward | SFT / GRPO look-on | checks |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for seed, r in report["seeds"].items():
         checks = "pass" if not r["checks_failed"] else "fail: " + ", ".join(r["checks_failed"])
         lines.append(f"| {seed} | {r['sft_accuracy']:.3f} | {r['grpo_accuracy']:.3f} | {gain(r['accuracy_gain'])} | {r['accuracy_room_low']:+.3f} | "
                      f"{r['sft_reward']:.3f} | {r['grpo_reward']:.3f} | {gain(r['reward_gain'])} | "
-                     f"{gain(r['sampled_accuracy_gain'])} | {gain(r['sampled_reward_gain'])} | {checks} |")  # fmt: skip
+                     f"{gain(r['sampled_accuracy_gain'])} | {gain(r['sampled_reward_gain'])} | "
+                     f"{_rate(r.get('sft_look_on'))} / {_rate(r.get('grpo_look_on'))} | {checks} |")  # fmt: skip
     m = report["mean"]
     lines.append(f"| mean | {m['sft_accuracy']:.3f} | {m['grpo_accuracy']:.3f} | {m['accuracy_gain']:+.3f} | | "
                  f"{m['sft_reward']:.3f} | {m['grpo_reward']:.3f} | {m['reward_gain']:+.3f} | "
-                 f"{m['sampled_accuracy_gain']:+.3f} | {m['sampled_reward_gain']:+.3f} | {len(report['passed'])}/{len(report['seeds'])} |")  # fmt: skip
+                 f"{m['sampled_accuracy_gain']:+.3f} | {m['sampled_reward_gain']:+.3f} | | {len(report['passed'])}/{len(report['seeds'])} |")  # fmt: skip
     return "\n".join(lines)
 
 

@@ -58,11 +58,11 @@ SMOKE = {
 
 # ---- 1. arguments ------------------------------------------------------------------------------
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    from videoseek.rewards import PRESETS
+    from videoseek.rewards.presets import PRESETS, preset_help
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--backend", choices=("local", "verl"), default=None, help="default: verl with CUDA and vLLM, else local")
-    p.add_argument("--reward", choices=PRESETS, default=None, help="reward preset (default csgrpo, or the --config's)")
+    p.add_argument("--reward", choices=PRESETS, default=None, help=f"reward preset (default csgrpo, or the --config's), with its counted components: {preset_help()}")
     p.add_argument("--config", default=None, help="a ready config: name in training/configs (qwen25vl_7b_8gpu, qwen25vl_3b_1gpu) or a YAML path")
     p.add_argument("--model", default=None, help="Hugging Face checkpoint folder (default: the tiny offline Qwen2.5-VL)")
     p.add_argument("--data", default=None, help="samples JSONL or verl parquet (default: a synthetic set, generated if absent)")
@@ -81,7 +81,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--device", default=None, help="local backend: cuda or cpu (default cuda when available)")
     p.add_argument("--threads", type=int, default=None, help="local backend: torch CPU threads (1 is fastest on a busy machine)")
     p.add_argument("--collapse-threshold", type=float, default=0.1,
-                   help="local backend: warn once when the share of episodes that call a tool (crop_rate) stays below this (default 0.1) ...")
+                   help="local backend: warn once when the share of episodes with an accepted tool call (crop_rate) stays below this (default 0.1) ...")
     p.add_argument("--collapse-steps", type=int, default=5, help="... for this many steps in a row (default 5)")
     p.add_argument("--synthetic-n", type=int, default=16, help="size of the generated synthetic set (default 16)")
     p.add_argument("--dry-run", action="store_true", help="compose and validate verl's config, write it, start nothing")
@@ -98,6 +98,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--probe-every", type=int, default=None, metavar="N",
                    help="evaluate the probes before training and every N steps (and at the last); default 0 (off), 5 with --probe-data. "
                         "Local: RUN/probes/step_NNNN/trajectories.jsonl; verl: its validation (trainer.test_freq, data.val_files, trainer.validation_data_dir=RUN/probes)")
+    p.add_argument("--advantage", choices=("trajectory", "turn"), default=None,
+                   help="GRPO's credit: 'trajectory' (videoseek_grpo, one advantage per episode; the default) or 'turn' "
+                        "(videoseek_turn_grpo: the outcome advantage plus the normalised reward-to-go of CS-GRPO's step signal, per turn; "
+                        "docs/training.md, 'Turn-level credit'); both backends")
+    p.add_argument("--over-turn-mask", action="store_true",
+                   help="Mini-o3's over-turn masking: an episode cut by the turn limit (or a length budget) contributes no loss "
+                        "and no baseline, instead of a low reward that teaches the policy to stop searching; both backends")
+    p.add_argument("--initial-frames", default=None, metavar="N,N,...",
+                   help="frame-budget gating (ParaVT): each training episode's initial frames drawn from these, e.g. 2,4,8,16, "
+                        "so that calling the tool earns credit (probes keep the env's); both backends")
+    p.add_argument("--vision-reuse", action="store_true",
+                   help="local backend, frozen vision tower: the policy forward reuses the reference forward's vision-tower "
+                        "hidden states (exact; bench/bench_vision_reuse.py)")
     p.add_argument("--probe-n", type=int, default=4, metavar="K", help="probe questions: the first K of --probe-data (default 4)")
     return p.parse_args(argv)
 
@@ -143,6 +156,18 @@ def build_spec(args: argparse.Namespace, model: str, train_files: list[str], val
     if args.tools is not None:
         values["env"] = {**values.get("env", {}), "tools": cli_tools(args.tools)}
     overrides = dict(values.pop("overrides", {}) or {})
+    loop = dict(values.pop("loop", {}) or {})
+    if getattr(args, "advantage", None) == "turn":  # the estimator reads the turn rewards the agent loop places
+        from videoseek.training.verl_plugin.estimators import TURN_ESTIMATOR_NAME
+
+        overrides["algorithm.adv_estimator"] = TURN_ESTIMATOR_NAME
+        loop["turn_rewards"] = True
+    if getattr(args, "over_turn_mask", False):
+        loop["over_turn_mask"] = True
+    if getattr(args, "initial_frames", None):
+        loop["initial_frames"] = initial_frame_choices(args.initial_frames)
+    if loop:
+        values["loop"] = loop
     for item in args.override:
         key, sep, value = item.partition("=")
         if not sep:
@@ -150,6 +175,19 @@ def build_spec(args: argparse.Namespace, model: str, train_files: list[str], val
         overrides[key] = _yaml_value(value)
     out = args.out or f"runs/{values['reward']}"
     return TrainSpec(model=model, train_files=train_files, val_files=val_files, out=out, overrides=overrides, **values)
+
+
+def initial_frame_choices(text: str) -> list[int]:
+    """The counts of `--initial-frames 2,4,8,16`; ConfigError for anything but positive integers."""
+    from videoseek.training.verl_plugin.config import ConfigError
+
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise ConfigError(f"--initial-frames {text!r}: expected positive integers separated by commas, e.g. 2,4,8,16")
+    return values
 
 
 def cli_tools(text: str) -> list[str]:
@@ -254,6 +292,7 @@ def run_verl(args: argparse.Namespace) -> int:
     (run_dir / "verl_config.yaml").write_text(OmegaConf.to_yaml(cfg), encoding="utf-8")
     (run_dir / "command.sh").write_text("#!/bin/sh\n" + shell_line(command) + "\n", encoding="utf-8")
     print(f"verl config valid: {run_dir / 'verl_config.yaml'}", flush=True)
+    write_run_manifest(run_dir, args, spec, every, args.probe_n if every else 0)
     tools = EnvConfig(**spec.env).tools
     print(f"env tools: {', '.join(tools) or 'none (no-tool baseline)'} ({run_dir / 'agent_loop.yaml'})", flush=True)
     if args.dry_run:
@@ -273,9 +312,8 @@ def run_local(args: argparse.Namespace) -> int:
     from verl.utils.config import omega_conf_to_dataclass
     from videoseek.agents.hf_policy import TransformersPolicy
     from videoseek.agents.rollout import run_rollouts
-    from videoseek.envs.env import EnvConfig
+    from videoseek.envs.metrics import look_on_rate
     from videoseek.envs.tools import tool_names
-    from videoseek.rewards import RewardConfig
     from videoseek.training.local_backend.collapse import CollapseWatch, call_push, tool_use_metrics
     from videoseek.training.local_backend.grpo import grpo_update
     from videoseek.training.local_backend.sft import freeze_vision_encoder
@@ -289,6 +327,7 @@ def run_local(args: argparse.Namespace) -> int:
     from videoseek.training.verl_plugin.config import (
         ConfigError,
         compose,
+        spec_env_config,
         verl_overrides,
         write_agent_loop_yaml,
     )
@@ -310,9 +349,15 @@ def run_local(args: argparse.Namespace) -> int:
     actor = omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)
     dynamic = omega_conf_to_dataclass(cfg.algorithm.filter_groups)  # enable, max_num_gen_batches (metric: the reward)
     norm_by_std = bool(cfg.algorithm.norm_adv_by_std_in_grpo)  # False: Dr. GRPO's r - mean
+    from videoseek.training.verl_plugin.estimators import ESTIMATOR_NAME, TURN_ESTIMATOR_NAME
+
+    estimator = str(cfg.algorithm.adv_estimator)
+    if estimator not in (ESTIMATOR_NAME, TURN_ESTIMATOR_NAME):
+        raise ConfigError(f"algorithm.adv_estimator: the local backend runs {ESTIMATOR_NAME} or {TURN_ESTIMATOR_NAME} (got {estimator!r})")
+    turn_weight = cfg.algorithm.get("videoseek_turn_weight", None)
     if dynamic.enable and dynamic.metric not in (None, "reward"):
         raise ConfigError(f"algorithm.filter_groups.metric: the local backend filters on the reward only (got {dynamic.metric!r})")
-    env_config = EnvConfig(**spec.env, reward=RewardConfig(preset=spec.reward, **spec.reward_params))
+    env_config = spec_env_config(spec)
     watch.tools = tool_names(env_config.tools)  # the collapse warning names the env's tools
 
     policy = TransformersPolicy(model, device=device, max_new_tokens=spec.max_turn_tokens, temperature=spec.temperature, seed=args.seed)
@@ -333,7 +378,7 @@ def run_local(args: argparse.Namespace) -> int:
     rng = np.random.default_rng(args.seed)
     every = probe_every(args)
     probes = load_probes(args, samples) if every else []
-    write_run_manifest(run_dir, args, spec, env_config, every, len(probes), model, determinism)
+    write_run_manifest(run_dir, args, spec, every, len(probes), determinism)
 
     def run_probes(step: int) -> None:
         """The probe questions, greedily, one episode each, with the same seed and step (0) every time (same masks)."""
@@ -366,7 +411,7 @@ def run_local(args: argparse.Namespace) -> int:
         def play(asked: list) -> list:
             return run_rollouts(asked, recorder, group_size=spec.group_size, env_config=env_config,
                                 out_dir=run_dir / "rollouts" / f"step_{step:04d}", seed=args.seed, step=step, progress=False,
-                                norm_by_std=norm_by_std)  # fmt: skip
+                                norm_by_std=norm_by_std, initial_frames=spec.loop.get("initial_frames", ()))  # fmt: skip
 
         trajectories = play(questions)
         varied, generated = varied_groups(trajectories)
@@ -386,13 +431,17 @@ def run_local(args: argparse.Namespace) -> int:
                 gen_batches += 1
                 varied, generated = varied_groups(trajectories)
             varied = varied[: len(questions)]
-        batch = training_batch(trajectories, recorder, policy.renderer, groups=set(varied) if dynamic.enable else None)
+        batch = training_batch(trajectories, recorder, policy.renderer, groups=set(varied) if dynamic.enable else None,
+                               reward_config=env_config.reward)  # fmt: skip
         t_rollout = time.perf_counter() - t0
 
         # Update: group-normalised advantages, clipped policy loss, KL to the reference (verl's core_algos).
         if batch.episodes:
             stats = grpo_update(policy.model, reference, optimizer, batch.episodes, batch.rewards, batch.group_ids, actor, device,
-                                norm_by_std=norm_by_std, temperature=spec.temperature or 1.0, record_tokens=args.record_tokens)  # greedy (0) rollouts: plain log-probs
+                                norm_by_std=norm_by_std, temperature=spec.temperature or 1.0, record_tokens=args.record_tokens,  # greedy (0) rollouts: plain log-probs
+                                estimator=estimator, turn_rewards=batch.turn_rewards, turn_weight=turn_weight,
+                                no_loss=batch.truncated if args.over_turn_mask else None,
+                                vision_reuse=args.vision_reuse and bool(actor.freeze_vision_tower))  # fmt: skip
             update = {"loss": stats.loss, "pg_loss": stats.pg_loss, "kl": stats.kl, "grad_norm": stats.grad_norm,
                       "pg_clipfrac": stats.pg_clipfrac, "policy_tokens": stats.policy_tokens, "entropy": stats.entropy}  # fmt: skip
         else:
@@ -402,7 +451,8 @@ def run_local(args: argparse.Namespace) -> int:
             step, batch, stats, policy.tokenizer, env_config.reward.model_dump(mode="json"), norm_by_std=norm_by_std,
             record_tokens=args.record_tokens and stats is not None))
         groups = {"groups/zero_std_share": zero_std_share, "groups/generated": generated, "groups/gen_batches": gen_batches}
-        row = {"step": step, **rollout_metrics(trajectories), **tool_use_metrics(trajectories),
+        row = {"step": step, **rollout_metrics(trajectories), **tool_use_metrics(trajectories, watch.tools),
+               **look_on_rate(t for t in trajectories if t.group.role == "origin"),
                **call_push(trajectories, env_config.reward.component_weights(), norm_by_std), **groups, **update, "episodes": len(batch.episodes),
                "time/rollout_s": t_rollout, "time/step_s": time.perf_counter() - t0}  # fmt: skip
         if str(device).startswith("cuda"):
@@ -427,24 +477,18 @@ def run_local(args: argparse.Namespace) -> int:
 OPTIMIZER_STATE, TRAINER_STATE = "optimizer.pt", "trainer_state.json"
 
 
-def write_run_manifest(run_dir: Path, args: argparse.Namespace, spec, env_config, every: int, n_probes: int, model: str,
-                       determinism: dict) -> None:  # fmt: skip
-    """RUN/run.json: the data, reward config and env of the run (the viewer's reward panel and play mode read
-    it), and what else decides the result (`videoseek.agents.run_record`): decoding, hashes, version, commit."""
-    from videoseek.agents.run_record import file_sha256, run_record
+def write_run_manifest(run_dir: Path, args: argparse.Namespace, spec, every: int, n_probes: int, determinism: dict | None = None) -> None:
+    """RUN/run.json, from either backend (`verl_plugin.config.write_spec_run_record`): the data, reward
+    config and env of the run (the viewer's reward panel and play mode read it), and what else decides
+    the result: decoding, hashes, version, commit, and here the probes and the command line."""
+    from videoseek.agents.run_record import file_sha256
+    from videoseek.training.verl_plugin.config import write_spec_run_record
 
     data = Path(args.data) if args.data else run_dir / "data" / "samples.jsonl"
     probe = Path(args.probe_data).resolve() if args.probe_data else None
-    fields = {
-        "backend": "local", "reward": spec.reward, "env": env_config.model_dump(mode="json"),
-        "group_size": spec.group_size, "batch_size": spec.batch_size, "steps": spec.steps, "seed": args.seed,
-        "probes": {"every": every, "n": n_probes, "data": str(probe) if probe else None},
-        "probe_data_sha256": file_sha256(probe) if probe else None,
-        "args": vars(args), "determinism": determinism,
-    }  # fmt: skip
-    decoding = {"seed": args.seed, "temperature": spec.temperature, "top_p": 1.0, "top_k": None, "max_new_tokens": spec.max_turn_tokens}
-    manifest = run_record("grpo", fields, data=[data], model=model, decoding=decoding)
-    (run_dir / "run.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    fields = {"probes": {"every": every, "n": n_probes, "data": str(probe) if probe else None},
+              "probe_data_sha256": file_sha256(probe) if probe else None, "args": vars(args)}  # fmt: skip
+    write_spec_run_record(spec, args.backend, fields, [data], determinism)
 
 
 def write_step_record(step_dir: Path, record: tuple[dict, list[dict]]) -> None:
@@ -504,7 +548,7 @@ def main(argv: list[str] | None = None) -> int:
     from videoseek.training.verl_plugin.config import ConfigError
 
     args = parse_args(argv)
-    backend = args.backend or ("verl" if args.dry_run else default_backend())
+    backend = args.backend = args.backend or ("verl" if args.dry_run else default_backend())
     try:
         return run_verl(args) if backend == "verl" or args.dry_run else run_local(args)
     except (ConfigError, DataError, FileNotFoundError) as exc:

@@ -104,7 +104,7 @@ def run_local(args: argparse.Namespace) -> int:
     import torch
     from transformers import AutoModelForImageTextToText, AutoProcessor, get_cosine_schedule_with_warmup
     from videoseek.agents.rope import use_sampling_rope_index
-    from videoseek.agents.run_record import run_record
+    from videoseek.agents.run_record import run_record, write_run_record
     from videoseek.training.local_backend.sft import evaluate_loss, freeze_vision_encoder, load_sft_episodes, sft_step
 
     run_dir = Path(args.out)
@@ -130,8 +130,8 @@ def run_local(args: argparse.Namespace) -> int:
     schedule = get_cosine_schedule_with_warmup(optimizer, max(1, round(args.warmup * total)), total)
     tokens = sum(int(e.loss_mask.sum()) for e in train)
     record = run_record("sft", {"backend": "local", "args": vars(args), "device": device, "determinism": determinism},
-                        data=[*args.data, *(args.val_data or [])], model=model_dir)  # fmt: skip
-    (run_dir / "run.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+                        data=[*args.data, *(args.val_data or [])], seed=args.seed, model=model_dir)  # fmt: skip
+    write_run_record(run_dir, record)
     print(f"local SFT: {len(train)} conversations ({tokens} assistant tokens), {total} steps of {args.batch_size}, "
           f"lr {args.lr}, {model_dir} on {device}", flush=True)  # fmt: skip
 

@@ -3,7 +3,8 @@
 Each command module defines `add_arguments(parser)` and `run(args) -> int`; every option has help
 text and `--help` shows its default (`DefaultsHelpFormatter`). Imports are lazy so
 `videoseek synth --help` never pays for torch or verl. Errors that are the user's (bad data, a
-missing file) print one line and exit 2; nothing else is caught here.
+missing file: `videoseek.envs.errors.UserError`, `DataError`, `FileNotFoundError`) print one line and
+exit 2; nothing else is caught here.
 """
 
 from __future__ import annotations
@@ -62,8 +63,15 @@ class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return text
 
 
-class UserError(Exception):
-    """An error in what the user gave (path, data, option): printed as one line, exit code 2."""
+def __getattr__(name: str):
+    """`videoseek.cli.UserError` (and `DataError`): the classes of `videoseek.envs.errors`, kept
+    importable from here for older code. Resolved on first use, so `videoseek --help` does not
+    import the env package."""
+    if name in ("UserError", "DataError"):
+        from videoseek.envs import errors
+
+        return getattr(errors, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _load(name: str):
@@ -92,11 +100,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
-    from videoseek.envs.sample import DataError  # light import
+    from videoseek.envs.errors import UserError  # DataError is a UserError
 
     try:
         return int(_load(args.command).run(args) or 0)
-    except (UserError, DataError, FileNotFoundError) as exc:
+    except (UserError, FileNotFoundError) as exc:
         print(f"videoseek {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

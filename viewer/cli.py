@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from videoseek.cli import UserError
+from videoseek.envs.errors import UserError
 
 DEFAULT_PORT = 8765
 

@@ -160,7 +160,7 @@ def _episode(run: Path, sample: dict[str, Any], g: int, policy: str, perturbatio
         "initial": {"text": f"Question: {sample['question']}", "frames": _frames(run, episode_id, "init", initial_times, mask, write_frames)},
         "turns": turns, "prediction": prediction, "correct": correct, "accuracy": float(correct),
         "reward": round(sum(components.values()), 6), "reward_components": components, "advantage": None,
-        "terminated": True, "truncated": False, "failure": None, "metrics": {"num_calls": len(calls)},
+        "terminated": True, "truncated": False, "failure": None, "metrics": {"calls": len(calls)},
     }
 
 

@@ -22,6 +22,8 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
+from videoseek.envs.metrics import EpisodeFacts, facts_of_json
+
 # The trajectory versions this viewer reads: 1 (a crop_video action with start/end, a call record
 # shaped for a span) and 2 (tool calls by name with their arguments, envs/trajectory.py).
 SCHEMA_VERSIONS = (1, 2)
@@ -65,6 +67,7 @@ class EpisodeRow:
     problem: str | None = None
     search_text: str = field(default="", repr=False)
     reward_components: dict[str, float] = field(default_factory=dict, repr=False)  # for run aggregates; not sent with list rows
+    facts: EpisodeFacts = field(default_factory=EpisodeFacts, repr=False)  # the tool-use metrics' input (envs.metrics); for run aggregates
 
     def public(self) -> dict[str, Any]:
         """The row as JSON for the page (without the internal search text)."""
@@ -73,7 +76,7 @@ class EpisodeRow:
         return {name: getattr(self, name) for name in PUBLIC_FIELDS}
 
 
-PUBLIC_FIELDS = tuple(f.name for f in fields(EpisodeRow) if f.name not in ("search_text", "reward_components"))
+PUBLIC_FIELDS = tuple(f.name for f in fields(EpisodeRow) if f.name not in ("search_text", "reward_components", "facts"))
 
 
 @dataclass
@@ -128,11 +131,8 @@ def summarize(raw: Any, index: int, line: int, offset: int, length: int) -> Epis
     group = as_dict(raw.get("group"))
     turns = as_list(raw.get("turns"))
     last_evidence: dict[str, Any] = {}
-    calls = 0
     for turn in turns:
         turn = as_dict(turn)
-        if isinstance(turn.get("call"), dict):
-            calls += 1
         if isinstance(turn.get("evidence"), dict):
             last_evidence = turn["evidence"]
     correct = raw.get("correct")
@@ -156,8 +156,9 @@ def summarize(raw: Any, index: int, line: int, offset: int, length: int) -> Epis
     components = raw.get("reward_components")
     if isinstance(components, dict):
         row.reward_components = {str(k): v for k, v in ((k, as_float(v)) for k, v in components.items()) if v is not None}
-    row.turns = len(turns)
-    row.calls = calls
+    row.facts = facts_of_json(raw)  # accepted calls, turns, format: counted as every path counts them
+    row.turns = row.facts.turns
+    row.calls = sum(row.facts.calls.values())
     row.score = as_float(last_evidence.get("score"))
     row.coverage = as_float(last_evidence.get("coverage"))
     row.failure = None if raw.get("failure") in (None, "") else as_str(raw.get("failure"))

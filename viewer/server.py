@@ -48,11 +48,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
+from videoseek.envs.metrics import mean_metrics
 from videoseek.viewer import training as tr
 from videoseek.viewer import verldump
 from videoseek.viewer.episode import episode_view
 from videoseek.viewer.paths import UnsafePath, resolve_inside
-from videoseek.viewer.rewardinfo import explain_reward, find_reward_config
+from videoseek.viewer.rewardinfo import explain_reward, find_reward_config, reward_line
 from videoseek.viewer.runindex import (
     OUTCOMES,
     SORT_KEYS,
@@ -151,19 +152,26 @@ def as_list_of_dicts(value: Any, key: str) -> list[dict[str, Any]]:
     return [x for x in items if isinstance(x, dict)] if isinstance(items, list) else []
 
 
+# The tool-use means a run's aggregate shows, named as every path logs them (`videoseek.envs.metrics`).
+TOOL_USE = ("calls", "crop_rate", "valid_format", "turns")
+
+
 def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
 def aggregate(rows: list[EpisodeRow]) -> dict[str, Any]:
-    """Means over a run's origin episodes that parsed: accuracy, reward, coverage, calls, turns, each reward component."""
+    """Means over a run's origin episodes that parsed: accuracy, reward, coverage, answered, each reward
+    component, and the tool-use numbers every path reports (`videoseek.envs.metrics`: calls, crop_rate,
+    valid_format, turns)."""
     kept = [r for r in rows if r.role != "perturbed" and not (r.problem and not r.sample_id)]
     acc = [r.accuracy if r.accuracy is not None else float(r.correct is True) for r in kept]
+    use = mean_metrics([r.facts for r in kept])
     out: dict[str, Any] = {
         "episodes": len(kept), "questions": len({r.sample_id for r in kept}), "accuracy": _mean(acc),
         "reward": _mean([r.reward for r in kept if r.reward is not None]),
         "coverage": _mean([r.coverage for r in kept if r.coverage is not None]),
-        "calls": _mean([float(r.calls) for r in kept]), "turns": _mean([float(r.turns) for r in kept]),
+        **{k: use.get(k) for k in TOOL_USE},
         "answered": _mean([float(r.prediction is not None) for r in kept]),
     }  # fmt: skip
     names = sorted({k for r in kept for k in r.reward_components})
@@ -175,7 +183,7 @@ def compare_runs(a_rows: list[EpisodeRow], b_rows: list[EpisodeRow], a_key: str 
     """Aggregates of two runs, A - B deltas overall, and per question (sample id) in both or one of them."""
     agg_a, agg_b = aggregate(a_rows), aggregate(b_rows)
     delta = {k: (agg_a[k] - agg_b[k]) if isinstance(agg_a[k], float) and isinstance(agg_b[k], float) else None
-             for k in ("accuracy", "reward", "coverage", "calls", "turns", "answered")}  # fmt: skip
+             for k in ("accuracy", "reward", "coverage", *TOOL_USE, "answered")}  # fmt: skip
     delta["components"] = {n: (agg_a["components"].get(n) - agg_b["components"][n]) if agg_a["components"].get(n) is not None and agg_b["components"].get(n) is not None else None
                            for n in sorted(set(agg_a["components"]) | set(agg_b["components"]))}  # fmt: skip
 
@@ -471,14 +479,14 @@ class ViewerApp:
     def metrics(self, key: str, root: Path) -> tuple[list[dict[str, Any]], list[str], str]:
         """(rows, problems, source) of a training run's per-step numbers: `metrics.jsonl`, or for a
         verl run without one (verl logs its metrics to the console) the means over each step's
-        rollout dump: reward, accuracy, coverage, calls, turns, reward/<component>."""
+        rollout dump: reward, accuracy, coverage, calls, crop_rate, valid_format, turns, reward/<component>."""
         if (root / tr.METRICS).exists() or not verldump.dump_files(root, "rollouts"):
             rows, problems = tr.read_metrics(root / tr.METRICS)
             return rows, problems, tr.METRICS
         rows = []
         for step in sorted(self.steps(root, "rollouts")):
             agg = aggregate(self.run(f"{key}@s{step}").rows())
-            row = {"step": step, **{k: agg[k] for k in ("reward", "accuracy", "coverage", "calls", "turns") if agg[k] is not None}}
+            row = {"step": step, **{k: agg[k] for k in ("reward", "accuracy", "coverage", *TOOL_USE) if agg[k] is not None}}
             row.update({f"reward/{k}": v for k, v in agg["components"].items() if v is not None})
             row["episodes"] = float(agg["episodes"])
             rows.append(row)
@@ -493,7 +501,7 @@ class ViewerApp:
         config, source, problem = self.reward_config(root)
         reward = None
         if config is not None:
-            reward = {"preset": config.preset, "weights": config.merged_weights(), "gate": config.gate(), "source": source}
+            reward = reward_line(config, source)
         elif problem and (rows or steps):
             problems.append(problem)
         questions: dict[str, dict[str, Any]] = {}

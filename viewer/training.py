@@ -28,7 +28,7 @@ from videoseek.viewer.runindex import as_dict, as_float, as_list, as_str
 METRICS = "metrics.jsonl"
 STEP_DIR = re.compile(r"^step_(\d+)$")
 # The series the training page draws first, in this order; every other numeric key can be picked.
-MAIN_SERIES = ("reward", "accuracy", "kl", "entropy", "coverage", "calls", "loss", "grad_norm")
+MAIN_SERIES = ("reward", "accuracy", "kl", "entropy", "look_on", "coverage", "calls", "crop_rate", "valid_format", "loss", "grad_norm")
 
 
 def is_training_run(root: Path) -> bool:

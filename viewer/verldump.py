@@ -40,6 +40,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from videoseek.viewer.rewardinfo import find_reward_config
 from videoseek.viewer.runindex import SCHEMA_VERSION  # the trajectories written here are of this version
 
 DUMP = re.compile(r"^(\d+)\.jsonl$")
@@ -179,7 +180,7 @@ def _same(a: Any, b: Any) -> bool:
     return len(a) == len(b) and all(abs(float(x) - float(y)) < 1e-6 for x, y in zip(a, b))
 
 
-def _turns_from_record(sample: dict[str, Any], record: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+def _turns_from_record(sample: dict[str, Any], record: dict[str, Any], reward: Any = None) -> tuple[list[dict[str, Any]], list[str]]:
     """The episode's turns: each assistant turn parsed by the env's parser, each tool call matched to
     what the record says was accepted. Returns (turns, notes).
 
@@ -188,10 +189,13 @@ def _turns_from_record(sample: dict[str, Any], record: dict[str, Any]) -> tuple[
     the env's), the (time, box) of region looks (`zooms`, scored against the key frames as the env
     scores them) and the accepted calls per tool (`tool_calls`). A call is matched by what its
     arguments say (a span, a box) to the next recorded span or region; a call of a tool that
-    leaves neither is accepted while its tool's count lasts.
+    leaves neither is accepted while its tool's count lasts. The evidence thresholds are those of the
+    record's reward config (the agent loop records it), else `reward` (the run record's), else the
+    defaults.
     """
     from videoseek.envs.actions import ToolCall, CropVideo, action_to_dict, parse_action
-    from videoseek.envs.evidence import EvidenceState
+    from videoseek.envs.evidence import episode_evidence
+    from videoseek.rewards import RewardConfig
 
     episode = record.get("episode") if isinstance(record.get("episode"), dict) else {}
     texts = [t for t in episode.get("assistant_turns") or [] if isinstance(t, str)]
@@ -200,7 +204,11 @@ def _turns_from_record(sample: dict[str, Any], record: dict[str, Any]) -> tuple[
     counts = {str(k): int(v) for k, v in (record.get("tool_calls") or {}).items() if isinstance(v, (int, float))}
     duration = _float(episode.get("duration")) or _float(sample.get("duration")) or 0.0
     key_frames = [k for k in sample.get("key_frames") or [] if isinstance(k, dict)]
-    state = EvidenceState([tuple(c) for c in sample.get("clue_intervals") or []], duration, key_frames=key_frames)
+    try:
+        reward = RewardConfig.model_validate(record["reward_config"]) if isinstance(record.get("reward_config"), dict) else reward
+    except ValueError:  # a record of another version: the run's config, else the defaults
+        pass
+    state = episode_evidence([tuple(c) for c in sample.get("clue_intervals") or []], duration, reward or RewardConfig(), key_frames=key_frames)
     notes: list[str] = []
     turns: list[dict[str, Any]] = []
     k = z = 0  # next recorded span, next recorded region
@@ -249,13 +257,13 @@ def _turns_from_record(sample: dict[str, Any], record: dict[str, Any]) -> tuple[
     return turns, notes
 
 
-def _from_view(line: dict[str, Any], view: dict[str, Any], step: int, n: int, source: str) -> dict[str, Any]:
+def _from_view(line: dict[str, Any], view: dict[str, Any], step: int, n: int, source: str, reward: Any = None) -> dict[str, Any]:
     """A trajectory from a line that carries `videoseek_episode` (compute_score's JSON), or from a
     v1 dump line joined with the agent loop's episode line (`source` says which)."""
     sample = view.get("sample") if isinstance(view.get("sample"), dict) else {}
     record = view.get("record") if isinstance(view.get("record"), dict) else {}
     episode = record.get("episode") if isinstance(record.get("episode"), dict) else {}
-    turns, notes = _turns_from_record(sample, record)
+    turns, notes = _turns_from_record(sample, record, reward)
     prediction = episode.get("prediction")
     acc = _float(line.get("acc"))
     metadata = sample.get("metadata") if isinstance(sample.get("metadata"), dict) else {}
@@ -345,11 +353,12 @@ def _parse(raw: bytes) -> dict[str, Any] | None:
     return line if isinstance(line, dict) else None
 
 
-def convert_line(raw: bytes, line: dict[str, Any] | None, step: int, n: int, episodes: dict[str, dict[str, Any]]) -> bytes:
+def convert_line(raw: bytes, line: dict[str, Any] | None, step: int, n: int, episodes: dict[str, dict[str, Any]], reward: Any = None) -> bytes:
     """One dump line (`raw`, parsed as `line`) as one trajectory line, joined with its episode line
     from `episodes` ({key: line}, `episode_lines`) when it carries no episode itself; a line that is
     not a usable JSON object is passed on unchanged, or replaced by an object that names its
-    problem, so the run index reports it."""
+    problem, so the run index reports it. `reward`: the run's `RewardConfig` (its run record), for
+    records that do not hold one."""
     if line is None:
         return raw  # the index reports "invalid JSON" (or a truncated last line) with this line number
     source = VIEW_KEY
@@ -369,7 +378,7 @@ def convert_line(raw: bytes, line: dict[str, Any] | None, step: int, n: int, epi
         except json.JSONDecodeError as exc:
             return json.dumps({"episode_id": f"step{step}/line-{n + 1}", "_problem": f"line {n + 1}: {VIEW_KEY} is not JSON ({exc.msg})"}).encode()
     if isinstance(view, dict) and isinstance(view.get("record"), dict):
-        out = _from_view(line, view, step, n, source)
+        out = _from_view(line, view, step, n, source, reward)
     elif "output" in line:
         out = _from_text(line, step, n)
         sample = view.get("sample") if isinstance(view, dict) else None
@@ -392,12 +401,13 @@ def convert_dump(src: Path, dest_dir: Path, step: int) -> None:
     wanted = {uid for line in parsed if line and VIEW_KEY not in line and isinstance(uid := line.get("uid"), str)}
     groups = frozenset(_group_of_uid(uid)[0] for uid in wanted)
     episodes = episode_lines(src.parent, step, wanted, groups) if wanted else {}
+    reward = find_reward_config(src.parent)[0]  # the run record above verl's rollout_data_dir
     out = []
     for n, (raw, line) in enumerate(zip(lines, parsed)):
         if not raw.strip():
             out.append(b"")
             continue
-        out.append(raw if n == len(lines) - 1 else convert_line(raw, line, step, n, episodes))
+        out.append(raw if n == len(lines) - 1 else convert_line(raw, line, step, n, episodes, reward))
     # The perturbed episodes of these prompts (only the agent loop's dump has them), after verl's
     # lines and before the last piece (the file's final line end, or a line still being written).
     tail = out.pop()

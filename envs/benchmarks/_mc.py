@@ -7,8 +7,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from videoseek.envs.convert import RowError, _build, _jsonable, mc_letter, resolve_video
 from videoseek.envs.sample import ProblemType, VideoSample
+from videoseek.envs.source_records import RowError, build_sample, jsonable, mc_letter, resolve_video
 
 
 def text(record: dict, key: str) -> str:
@@ -73,13 +73,13 @@ def benchmark_sample(
     """The `VideoSample` of one benchmark question. ``metadata.benchmark`` is the benchmark's record
     as written (keys starting with ``__`` are the reader's own and dropped) plus `extra`;
     ``metadata.task_kind`` is the benchmark's category (so plain `videoseek eval` breaks down by it)."""
-    bench = {k: _jsonable(v.tolist() if hasattr(v, "tolist") and not isinstance(v, (str, bytes)) else v)
+    bench = {k: jsonable(v.tolist() if hasattr(v, "tolist") and not isinstance(v, (str, bytes)) else v)
              for k, v in record.items() if not k.startswith("__")}  # fmt: skip
     bench.update(extra or {})
     metadata: dict[str, Any] = {"benchmark": bench, "converted_from": f"{name}:{location}"}
     if task_kind:
         metadata["task_kind"] = task_kind
-    return _build({
+    return build_sample({
         "id": sample_id,
         "video": resolve_video(video, root),
         "question": question,

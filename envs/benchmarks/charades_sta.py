@@ -42,9 +42,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from videoseek.envs.benchmarks._scoring import recall_and_miou
-from videoseek.envs.convert import ConvertOptions, RowError, _build, _jsonable, iter_records, resolve_video
+from videoseek.envs.benchmarks._scoring import benchmark_answers, moment_retrieval_table, recall_and_miou
 from videoseek.envs.sample import DataError, VideoSample
+from videoseek.envs.source_records import ConvertOptions, RowError, build_sample, iter_records, jsonable, resolve_video
 from videoseek.envs.trajectory import Trajectory
 
 NAME = "charades-sta"
@@ -156,7 +156,7 @@ def convert_record(record: dict, index: int, location: str, opts: ConvertOptions
         if max(s, e) > duration + 0.05:
             duration = None  # the moment overshoots the stated length (it happens): leave it to check-data
     k = int(record.get("__k__", 0))
-    source = {key: _jsonable(v) for key, v in record.items() if key != "__k__"}
+    source = {key: jsonable(v) for key, v in record.items() if key != "__k__"}
     benchmark = {**source, "name": NAME, "vid": vid, "caption": caption.strip(), "timestamp": [s, e]}
     row = {
         "id": f"{vid}#{k}",
@@ -170,7 +170,7 @@ def convert_record(record: dict, index: int, location: str, opts: ConvertOptions
         "data_source": NAME,
         "metadata": {"task_kind": "charades_sta", "benchmark": benchmark, "converted_from": f"{NAME}:{location}"},
     }
-    return _build(row)
+    return build_sample(row)
 
 
 # The official metric: scoring a run's trajectories as the benchmark's own script does.
@@ -260,25 +260,6 @@ def moment_iou(a: Sequence[float], b: Sequence[float]) -> float:
     return 0.0 if denom <= 0 else max(min1 - max0, 0) / denom
 
 
-def benchmark_answers(trajectories: Sequence[Trajectory], samples: dict[str, VideoSample], name: str) -> dict[str, tuple[VideoSample, str | None]]:
-    """sample id -> (sample, final answer text or None), one episode a sample: its first origin
-    episode (group index 0; later ones of a group are ignored, as a benchmark asks once). A
-    trajectory whose sample is missing from `samples` or is not a `name` sample is a ValueError."""
-    chosen: dict[str, Trajectory] = {}
-    for t in trajectories:
-        if t.group.role != "origin":
-            continue
-        if t.sample_id not in samples:
-            raise ValueError(f"episode {t.episode_id}: sample {t.sample_id!r} is not in the run's data")
-        bench = samples[t.sample_id].metadata.get("benchmark")
-        if not isinstance(bench, dict) or bench.get("name") != name:
-            raise ValueError(f"sample {t.sample_id!r} is not a {name} sample (no metadata.benchmark.name == {name!r}; "
-                             f"convert the data with `videoseek convert --from {name}`)")
-        if t.sample_id not in chosen or t.group.index < chosen[t.sample_id].group.index:
-            chosen[t.sample_id] = t
-    return {sid: (samples[sid], None if t.failure else t.prediction) for sid, t in chosen.items()}
-
-
 def benchmark_metrics(trajectories: Sequence[Trajectory], samples: dict[str, VideoSample]) -> dict[str, Any]:
     """R1@0.3/0.5/0.7 (``IOU@3``, ``IOU@5``, ``IOU@7``) and ``mIOU``, in percent of the queries, as
     lmms-eval's ``_temporal_grounding_compute_metrics`` (lmms_eval/tasks/charades_sta/utils.py,
@@ -307,8 +288,4 @@ def benchmark_metrics(trajectories: Sequence[Trajectory], samples: dict[str, Vid
 
 def format_table(metrics: dict[str, Any]) -> str:
     """The table of temporal-grounding papers (TimeChat, lmms-eval): R1@0.3 | R1@0.5 | R1@0.7 | mIoU."""
-    row = " | ".join(f"{metrics[k]:.2f}" for k in ("IOU@3", "IOU@5", "IOU@7", "mIOU"))
-    return ("| Charades-STA | n | R1@0.3 | R1@0.5 | R1@0.7 | mIoU |\n"
-            "|---|---|---|---|---|---|\n"
-            f"| all | {metrics['n']} | {row} |\n\n"
-            f"{metrics['bad_predictions']} of {metrics['n']} answers had no readable moment (IoU 0).")
+    return moment_retrieval_table("Charades-STA", metrics, f"{metrics['bad_predictions']} of {metrics['n']} answers had no readable moment (IoU 0).")

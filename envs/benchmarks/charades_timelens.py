@@ -42,10 +42,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from videoseek.envs.benchmarks._scoring import recall_and_miou
-from videoseek.envs.benchmarks.charades_sta import benchmark_answers
-from videoseek.envs.convert import ConvertOptions, RowError, _build, resolve_video
+from videoseek.envs.benchmarks._scoring import benchmark_answers, moment_retrieval_table, recall_and_miou
 from videoseek.envs.sample import DataError, VideoSample
+from videoseek.envs.source_records import ConvertOptions, RowError, build_sample, resolve_video
 from videoseek.envs.trajectory import Trajectory
 
 NAME = "charades-timelens"
@@ -144,7 +143,7 @@ def convert_record(record: dict, index: int, location: str, opts: ConvertOptions
         "data_source": NAME,
         "metadata": {"task_kind": "charades_timelens", "benchmark": benchmark, "converted_from": f"{NAME}:{location}"},
     }
-    return _build(row)
+    return build_sample(row)
 
 
 # The official metric: scoring a run's trajectories as the benchmark's own script does.
@@ -263,9 +262,6 @@ def benchmark_metrics(trajectories: Sequence[Trajectory], samples: dict[str, Vid
 
 def format_table(metrics: dict[str, Any]) -> str:
     """TimeLens-Bench's table: R1@0.3 | R1@0.5 | R1@0.7 | mIoU."""
-    row = " | ".join(f"{metrics[k]:.2f}" for k in ("IOU@3", "IOU@5", "IOU@7", "mIOU"))
-    return ("| Charades-TimeLens | n | R1@0.3 | R1@0.5 | R1@0.7 | mIoU |\n"
-            "|---|---|---|---|---|---|\n"
-            f"| all | {metrics['n']} | {row} |\n\n"
-            f"{metrics['unparseable']} of {metrics['n']} answers had no readable moment, {metrics['reversed']} a reversed one "
-            f"(protocol {metrics['protocol']}).")
+    note = (f"{metrics['unparseable']} of {metrics['n']} answers had no readable moment, {metrics['reversed']} a reversed one "
+            f"(protocol {metrics['protocol']}).")  # fmt: skip
+    return moment_retrieval_table("Charades-TimeLens", metrics, note)

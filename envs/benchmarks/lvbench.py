@@ -40,8 +40,8 @@ from typing import Any
 
 from videoseek.envs.benchmarks._mc import benchmark_sample, letter, positive_seconds, text
 from videoseek.envs.benchmarks._scoring import answer_text, markdown_table, pct, scored
-from videoseek.envs.convert import ConvertOptions, RowError, iter_records, options_from_question, parse_span
 from videoseek.envs.sample import VideoSample
+from videoseek.envs.source_records import ConvertOptions, RowError, iter_records, options_from_question, span_field
 from videoseek.envs.trajectory import Trajectory
 
 NAME = "lvbench"
@@ -104,7 +104,7 @@ def convert_record(record: dict, index: int, location: str, opts: ConvertOptions
     if not isinstance(types, list) or not types or not all(isinstance(t, str) and t for t in types):
         raise RowError("question_type", f"expected a non-empty list of categories, got {types!r}")
     ref = record.get("time_reference")
-    clues = [parse_span(ref, "time_reference")] if isinstance(ref, str) and ref.strip() else []
+    clues = [span_field(ref, "time_reference")] if isinstance(ref, str) and ref.strip() else []
     if ref is not None and not isinstance(ref, str):
         raise RowError("time_reference", f"expected 'MM:SS-MM:SS', got {ref!r}")
     duration = _duration(record)

@@ -50,8 +50,8 @@ from typing import Any
 
 from videoseek.envs.benchmarks._mc import benchmark_sample, text, text_list
 from videoseek.envs.benchmarks._scoring import markdown_table, pct, scored
-from videoseek.envs.convert import ConvertOptions, RowError, iter_records
 from videoseek.envs.sample import VideoSample
+from videoseek.envs.source_records import ConvertOptions, RowError, iter_records
 from videoseek.envs.trajectory import Trajectory
 
 NAME = "mvbench"

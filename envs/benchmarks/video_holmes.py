@@ -31,16 +31,16 @@ call is read the same way, as the script reads a response without answer tags).
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
 from videoseek.envs.benchmarks._mc import benchmark_sample, letter, text
 from videoseek.envs.benchmarks._scoring import final_turn_text, markdown_table, pct, scored
-from videoseek.envs.convert import ConvertOptions, RowError
 from videoseek.envs.sample import VideoSample
+from videoseek.envs.source_records import ConvertOptions, RowError
 from videoseek.envs.trajectory import Trajectory
+from videoseek.rewards.tags import last_block
 
 NAME = "video-holmes"
 QUESTION_TYPES = ("SR", "IMC", "TCI", "TA", "MHR", "PAR", "CTI")  # evaluate.py's question_types
@@ -85,7 +85,6 @@ def convert_record(record: dict, index: int, location: str, opts: ConvertOptions
 
 # The official metric: scoring a run's trajectories as the benchmark's own script does.
 
-_ANSWER = re.compile(r"<answer>\s*(.*?)\s*</answer>", re.DOTALL)
 LETTERS = "ABCDEF"
 
 
@@ -95,8 +94,8 @@ def extract_answer(response: str) -> str:
     >>> extract_answer("<think>It is not A.</think><answer>C</answer>"), extract_answer("B: the dog"), extract_answer("none")
     ('C', 'B', 'WRONG')
     """
-    matches = _ANSWER.findall(response)
-    choice = matches[-1].strip() if matches else response
+    found = last_block(response, "answer")  # evaluate.py's `<answer>\s*(.*?)\s*</answer>`, last match, stripped
+    choice = found.strip() if found is not None else response
     for x in LETTERS:
         if f"{x} " in choice or f"{x}:" in choice or f"[{x}" in choice:
             return x

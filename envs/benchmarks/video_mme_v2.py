@@ -57,12 +57,13 @@ from typing import Any
 
 from videoseek.envs.benchmarks._mc import benchmark_sample, letter, text
 from videoseek.envs.benchmarks._scoring import answer_text, markdown_table, pct, scored
-from videoseek.envs.convert import ConvertOptions, RowError, iter_records
 from videoseek.envs.sample import DataError, VideoSample
+from videoseek.envs.source_records import ConvertOptions, RowError, iter_records
 from videoseek.envs.subtitles import group_segments, read_word_jsonl, v2_concatenated_prompt
 from videoseek.envs.trajectory import Trajectory
 
 NAME = "video-mme-v2"
+SUBTITLES = "folder of the {video_id}.jsonl word subtitles (with --subtitle-mode concatenated or interleaved)"
 GROUP_TYPES = ("relevance", "logic")
 GROUP_STRUCTURES = ([1, 2, 3, 4], [1, [2, 3], 4], [[1, 2], 3, 4])
 
@@ -74,6 +75,8 @@ FIELDS = {
     "answer": "answer (the option letter)",
     "level, group_type, group_structure": "metadata.benchmark: the group rating (relevance / logic, its chain)",
     "second_head, third_head": "metadata.benchmark (the category breakdowns); second_head is metadata.task_kind",
+    "--subtitles DIR: DIR/{video_id}.jsonl": "metadata.subtitle_prompt (--subtitle-mode concatenated) or "
+    "metadata.subtitle_segments (interleaved)",
     "everything": "metadata.benchmark (the record as written)",
 }
 

@@ -48,12 +48,13 @@ from typing import Any
 
 from videoseek.envs.benchmarks._mc import benchmark_sample, letter, text, text_list
 from videoseek.envs.benchmarks._scoring import answer_text, markdown_table, pct, scored
-from videoseek.envs.convert import ConvertOptions, RowError, iter_records
 from videoseek.envs.sample import DataError, VideoSample
+from videoseek.envs.source_records import ConvertOptions, RowError, iter_records
 from videoseek.envs.subtitles import parse_srt
 from videoseek.envs.trajectory import Trajectory
 
 NAME = "videomme"
+SUBTITLES = "folder of the {videoID}.srt subtitles (the with-subtitles setting: the cues at the frames' times)"
 DURATIONS = ("short", "medium", "long")
 VIDEO_FIELDS = ("video_id", "duration", "domain", "sub_category", "url", "videoID")
 

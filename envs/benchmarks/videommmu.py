@@ -1,16 +1,32 @@
 """VideoMMMU (Hu et al. 2025) -> `VideoSample` rows.
 
-Source: the parquet files of the Hugging Face dataset lmms-lab/VideoMMMU, one per track
-(``Perception/``, ``Comprehension/``, ``Adaptation/``), read as the task files of
-github.com/videommmu/VideoMMMU (``lmms_eval/tasks/videommmu/``, commit
+Source: the Hugging Face dataset lmms-lab/VideoMMMU as ``huggingface-cli download
+lmms-lab/VideoMMMU --repo-type dataset --local-dir VideoMMMU`` lays it out: one folder per track
+(``Perception/``, ``Comprehension/``, ``Adaptation/``) holding its parquet file
+(``test-00000-of-00001.parquet``; the parquet-converter branch's ``test/0000.parquet`` is read
+too), and the videos as one zip per discipline (``Art.zip``, ``Science.zip``, ...) that unpack to
+``Art/``, ``Science/``, ... beside the track folders. ``videoseek convert --from videommmu
+VideoMMMU/`` reads the three tracks from the folder (a track folder, or single track files, may be
+given instead: the track is the one the file's name or folder names). The rows are read as the
+task files of github.com/videommmu/VideoMMMU (``lmms_eval/tasks/videommmu/``, commit
 103a3a5007e26fabbbe41b6377288910cbd660c0) read them: ``id`` (``{split}_{Subject}_{n}``, e.g.
 ``validation_Art_1``), ``question``, ``options`` (a list), ``answer`` (the letter, or the open
-answer), ``question_type`` (``multiple-choice`` or an open type). The track is the one the file's
-name or folder names (perception, comprehension or adaptation).
+answer), ``question_type`` (``multiple-choice`` or an open type). Other folders of the download
+(``Comprehension_Engineering/``, a subset some revisions carry, ``question_only_videos``) are not
+tracks and are not read.
 
-The video is ``{id}.mp4`` in its subject's discipline folder (``Art/``, ``Science/``,
-``Humanities/``, ``Engineering/``, ``Medicine/``, ``Business/``: utils.py's ``get_cache_dir``) under
-``--video-root``. The question is worded as the track's ``doc_to_text`` (``_default_template_yaml``):
+Sample ids. The three tracks ask about the same videos with the same ids, so a sample's id is
+VideoMMMU's id and its track: ``validation_Art_1@perception`` (`sample_id`, `split_sample_id`).
+The tracks can be converted together or one by one and joined: no id repeats.
+``metadata.benchmark`` keeps the row as written (``id`` is VideoMMMU's own, the one lmms-eval
+reports) plus ``track``; the scorer reads those two, so samples converted before the track was in
+the id (plain ``validation_Art_1``) score the same.
+
+The video is ``{id}.mp4`` (``.MP4`` when only that exists, as utils.py falls back) in its
+subject's discipline folder (``Art/``, ``Science/``, ``Humanities/``, ``Engineering/``,
+``Medicine/``, ``Business/``: utils.py's ``get_cache_dir``) under ``--video-root``, by default the
+dataset folder (the one holding the track folders; a file outside a track folder: its own folder).
+The question is worded as the track's ``doc_to_text`` (``_default_template_yaml``):
 Perception and Comprehension add "Please ignore the Quiz question in last frame of the video.";
 Adaptation starts with its pre-prompt and the multiple-choice or open-ended prompt. Options are
 lettered as ``parse_options`` letters them (``A. ...``). With ``convert --subtitles DIR`` the
@@ -42,6 +58,7 @@ Here a reply is the episode's final ``<answer>`` text ("" when it gave none: lef
 
 from __future__ import annotations
 
+import os
 import re
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
@@ -50,12 +67,15 @@ from typing import Any
 
 from videoseek.envs.benchmarks._mc import benchmark_sample, letter, text
 from videoseek.envs.benchmarks._scoring import answer_text, markdown_table, pct, scored
-from videoseek.envs.convert import ConvertOptions, RowError, iter_records
 from videoseek.envs.sample import DataError, ProblemType, VideoSample
+from videoseek.envs.source_records import ConvertOptions, RowError, iter_records
 from videoseek.envs.trajectory import Trajectory
 
 NAME = "videommmu"
 TRACKS = ("perception", "comprehension", "adaptation")
+TRACK_ID_SEPARATOR = "@"  # sample id = "{VideoMMMU id}@{track}"
+SUBTITLES = "folder of the {id}.txt transcripts (the dataset's transcripts/): the *_with_transcripts tasks"
+SOURCE_SUFFIXES = (".parquet", ".jsonl", ".json")  # a track folder's files that are read
 # _default_template_yaml, lmms_eval_specific_kwargs.default
 PRE_PROMPT = "You should watch and learn the video content. Then apply what you learned to "
 PERCEPTION_AND_COMPREHENSION_PROMPT = "\nPlease ignore the Quiz question in last frame of the video."
@@ -75,36 +95,104 @@ DISCIPLINES = {
 }  # fmt: skip
 
 FIELDS = {
-    "id": "id (VideoMMMU's own); video '{discipline}/{id}.mp4' under --video-root",
+    "id": "id '{id}@{track}' (VideoMMMU's own id and the track); video '{discipline}/{id}.mp4' under --video-root "
+          "(default: the dataset folder)",
     "question (+ the track's prompt)": "question, worded as the track's doc_to_text",
     "options": "options, lettered as parse_options letters them ('A. ...')",
     "answer": "answer (the letter for multiple-choice, the open answer otherwise)",
     "question_type": "problem_type (multiple-choice -> multiple_choice, else free_form)",
-    "path (Perception/, Comprehension/, Adaptation/)": "metadata.benchmark.track; metadata.task_kind the subject",
+    "path (Perception/, Comprehension/, Adaptation/)": "metadata.benchmark.track (a folder input: every track folder in it); "
+    "metadata.task_kind the subject",
     "--subtitles DIR: DIR/{id}.txt": "the question in the with-transcripts tasks' 'Transcript for the Video:' block",
     "everything": "metadata.benchmark (the record as written)",
 }
 
 
+def sample_id(qid: str, track: str) -> str:
+    """The id of VideoMMMU question `qid` in `track`: ids repeat across the three tracks.
+
+    >>> sample_id("validation_Art_1", "perception")
+    'validation_Art_1@perception'
+    """
+    return f"{qid}{TRACK_ID_SEPARATOR}{track}"
+
+
+def split_sample_id(sid: str) -> tuple[str, str | None]:
+    """(VideoMMMU id, track) of a sample id; (the id, None) for an id without a track (converted
+    before the track was in the id; its ``metadata.benchmark.track`` says it).
+
+    >>> split_sample_id("validation_Art_1@perception"), split_sample_id("validation_Art_1")
+    (('validation_Art_1', 'perception'), ('validation_Art_1', None))
+    """
+    qid, sep, track = sid.rpartition(TRACK_ID_SEPARATOR)
+    if sep and track in TRACKS:
+        return qid, track
+    return sid, None
+
+
+def _track_named(name: str) -> str | None:
+    """The track a folder name is, exactly ("Perception" -> "perception"); None otherwise."""
+    name = name.lower()
+    return name if name in TRACKS else None
+
+
 def track_of(path: Any) -> str:
     """The VideoMMMU track a file's name or folder names; DataError otherwise.
 
-    >>> track_of("VideoMMMU/Perception/test-00000-of-00001.parquet")
-    'perception'
+    >>> track_of("VideoMMMU/Perception/test-00000-of-00001.parquet"), track_of("VideoMMMU/Adaptation/test/0000.parquet")
+    ('perception', 'adaptation')
     """
     path = Path(path)
+    for folder in (path.parent, path.parent.parent):  # Track/file or Track/test/file
+        if _track_named(folder.name):
+            return folder.name.lower()
     found = [t for t in TRACKS if t in path.name.lower() or t in path.parent.name.lower()]
     if len(found) != 1:
         raise DataError(f"{path}: cannot tell the VideoMMMU track; the path must name one of {', '.join(TRACKS)} "
-                        "(the dataset's Perception/, Comprehension/, Adaptation/ folders)")  # fmt: skip
+                        "(the dataset's Perception/, Comprehension/, Adaptation/ folders), or give the dataset folder")  # fmt: skip
     return found[0]
 
 
+def dataset_folder(path: Any) -> Path:
+    """The folder a track file's videos are under by default: the one holding its track folder
+    (``VideoMMMU/`` for ``VideoMMMU/Perception/test-00000-of-00001.parquet``), else the file's own."""
+    path = Path(path)
+    for folder in (path.parent, path.parent.parent):
+        if _track_named(folder.name):
+            return folder.parent
+    return path.parent
+
+
+def track_files(folder: Any) -> list[tuple[str, Path]]:
+    """(track, file) of every track file under a downloaded dataset folder, in track order; the
+    folder may be a track folder itself. DataError when it holds none."""
+    folder = Path(folder)
+    own = _track_named(folder.resolve().name)
+    tracks = [(own, folder)] if own else [(t, d) for t in TRACKS for d in sorted(folder.iterdir()) if d.is_dir() and _track_named(d.name) == t]
+    out = []
+    for track, track_dir in tracks:
+        files = sorted(p for p in track_dir.rglob("*") if p.is_file() and p.suffix.lower() in SOURCE_SUFFIXES
+                       and not any(part.startswith(".") for part in p.relative_to(track_dir).parts))  # fmt: skip
+        out.extend((track, f) for f in files)
+    if not out:
+        raise DataError(f"{folder}: no VideoMMMU track files: expected Perception/, Comprehension/ and Adaptation/ folders "
+                        "with their parquet files, as `huggingface-cli download lmms-lab/VideoMMMU` lays them out")  # fmt: skip
+    return out
+
+
 def iter_source_records(path: Any) -> Iterator[tuple[str, Any]]:
-    """The rows of one track's parquet / JSON / JSONL file, each with ``__track__``."""
-    track = track_of(path)
-    for location, record in iter_records(path):
-        yield location, ({**record, "__track__": track} if isinstance(record, dict) else record)
+    """The rows of a downloaded dataset folder (every track's files), of a track folder, or of one
+    track's parquet / JSON / JSONL file; each with ``__track__`` and ``__dataset_dir__`` (the
+    default video root)."""
+    path = Path(path)
+    if path.is_dir():
+        root = path.resolve().parent if _track_named(path.resolve().name) else path.resolve()
+        files = [(track, f, root) for track, f in track_files(path)]
+    else:
+        files = [(track_of(path.resolve()), path, dataset_folder(path.resolve()))]
+    for track, file, root in files:
+        for location, record in iter_records(file):
+            yield location, ({**record, "__track__": track, "__dataset_dir__": str(root)} if isinstance(record, dict) else record)
 
 
 def _transcript(path: Path) -> str:
@@ -112,16 +200,25 @@ def _transcript(path: Path) -> str:
     return path.read_text(encoding="utf-8").strip() if path.is_file() else NO_TRANSCRIPT
 
 
-def subject_of(sample_id: str) -> str:
+def _video(root: str, discipline: str, qid: str) -> str:
+    """``{discipline}/{id}.mp4``, or ``.MP4`` when only that file exists (utils.py's fallback)."""
+    video = f"{discipline}/{qid}.mp4"
+    upper = f"{discipline}/{qid}.MP4"
+    if not os.path.exists(os.path.join(root, video)) and os.path.exists(os.path.join(root, upper)):
+        return upper
+    return video
+
+
+def subject_of(qid: str) -> str:
     """utils.py's ``extract_subset_name``: ``validation_Art_Theory_3`` -> ``Art_Theory``.
 
     >>> subject_of("validation_Art_Theory_3")
     'Art_Theory'
     """
-    split = sample_id.split("_")[0]
-    m = re.search(rf"^{re.escape(split)}_(.+?)_\d+$", sample_id)
+    split = qid.split("_")[0]
+    m = re.search(rf"^{re.escape(split)}_(.+?)_\d+$", qid)
     if not m:
-        raise RowError("id", f"expected '{{split}}_{{Subject}}_{{n}}', got {sample_id!r}")
+        raise RowError("id", f"expected '{{split}}_{{Subject}}_{{n}}', got {qid!r}")
     return m.group(1)
 
 
@@ -163,10 +260,11 @@ def convert_record(record: dict, index: int, location: str, opts: ConvertOptions
     else:
         question = question + PERCEPTION_AND_COMPREHENSION_PROMPT
     answer = text(record, "answer")
+    video_root = opts.video_root or record.get("__dataset_dir__") or root
     return benchmark_sample(
-        NAME, record, location, root,
-        sample_id=qid,
-        video=f"{discipline}/{qid}.mp4",
+        NAME, record, location, video_root,
+        sample_id=sample_id(qid, track),
+        video=_video(video_root, discipline, qid),
         question=question,
         options=options,
         answer=letter(answer, options, "answer") if options else answer,

@@ -48,8 +48,8 @@ from typing import Any
 import numpy as np
 from videoseek.envs.benchmarks._mc import benchmark_sample, letter, text, text_list
 from videoseek.envs.benchmarks._scoring import answer_text, markdown_table, scored
-from videoseek.envs.convert import ConvertOptions, RowError
 from videoseek.envs.sample import ProblemType, VideoSample
+from videoseek.envs.source_records import ConvertOptions, RowError
 from videoseek.envs.trajectory import Trajectory
 
 NAME = "vsi-bench"

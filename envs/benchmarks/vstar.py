@@ -73,13 +73,12 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-from videoseek.envs.benchmarks.charades_sta import benchmark_answers
-from videoseek.envs.convert import ConvertOptions, RowError, _build, _jsonable, iter_records, resolve_video
+from videoseek.envs.benchmarks._scoring import benchmark_answers
 from videoseek.envs.sample import VideoSample
+from videoseek.envs.source_records import ConvertOptions, RowError, build_sample, iter_records, jsonable, resolve_video
 from videoseek.envs.trajectory import Trajectory
 
 NAME = "vstar"
@@ -274,7 +273,7 @@ def convert_record(record: dict, index: int, location: str, opts: ConvertOptions
         "metadata": {
             "task_kind": f"vstar_{step}",
             "benchmark": {
-                **{k: _jsonable(v) for k, v in source.items()},
+                **{k: jsonable(v) for k, v in source.items()},
                 "name": NAME,
                 "step": step,
                 "step_chain": STEP_CHAIN[step],
@@ -283,7 +282,7 @@ def convert_record(record: dict, index: int, location: str, opts: ConvertOptions
             "converted_from": f"{NAME}:{location}",
         },
     }
-    return _build(row)
+    return build_sample(row)
 
 
 # The official metric: scoring a run's trajectories as the benchmark's own script does.

@@ -22,19 +22,17 @@ reason is the turn's `info["error"]`, and the turn is spent.
 
 from __future__ import annotations
 
-import hashlib
-import importlib
-import importlib.util
 import json
 import math
-import os
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
+
+from videoseek.envs.video import format_seconds
+from videoseek.rewards.imports import import_subclass, same_class
 
 if TYPE_CHECKING:  # tools get the env at run time; envs.env imports this module
     from videoseek.envs.env import VideoSeekEnv
@@ -108,8 +106,9 @@ class Tool:
 
 
 def format_times(ts: Sequence[float]) -> str:
-    """Frame times as the env writes them in text: "1.0s, 2.5s"."""
-    return ", ".join(f"{t:.1f}s" for t in ts)
+    """Frame times as the env's text and the renderer's frame labels write them: "1.0s, 2.5s, 2.53s"
+    (`videoseek.envs.video.format_seconds`, which says why two decimals)."""
+    return ", ".join(format_seconds(t) + "s" for t in ts)
 
 
 # ---- the registry --------------------------------------------------------------------------------
@@ -117,10 +116,6 @@ TOOLS: dict[str, type[Tool]] = {}
 
 
 RESERVED_NAMES = ("think", "answer", "invalid", "tool_call")  # action types of the trajectory record
-
-
-def _source(cls: type) -> str | None:
-    return getattr(sys.modules.get(cls.__module__), "__file__", None)
 
 
 def register_tool(cls: type[Tool]) -> type[Tool]:
@@ -135,42 +130,10 @@ def register_tool(cls: type[Tool]) -> type[Tool]:
     if not isinstance(cls.name, str) or not cls.name.isidentifier() or cls.name in RESERVED_NAMES:
         raise ValueError(f"tool class {cls.__qualname__} needs a name that is a Python identifier and not one of {RESERVED_NAMES}, got {cls.name!r}")
     held = TOOLS.get(cls.name)
-    if held is not None and held is not cls and not (held.__qualname__ == cls.__qualname__ and _source(held) == _source(cls)):
+    if held is not None and not same_class(held, cls):
         raise ValueError(f"tool name {cls.name!r} is already registered by {held.__module__}.{held.__qualname__}")
     TOOLS[cls.name] = cls
     return cls
-
-
-def _import(module: str) -> Any:
-    """The module of an import path: a dotted name, or a file `path/to/tools.py`.
-
-    A dotted name is looked up as `python -m` would: on sys.path, then in the current directory
-    (a console script such as `videoseek` does not put it on sys.path, `python -m` does).
-    """
-    if module.endswith(".py"):
-        path = os.path.abspath(module)
-        name = "videoseek_tool_" + hashlib.blake2b(path.encode(), digest_size=6).hexdigest()
-        if name in sys.modules:
-            return sys.modules[name]
-        spec = importlib.util.spec_from_file_location(name, path)
-        if spec is None or spec.loader is None or not os.path.isfile(path):
-            raise ImportError(f"no such file {path}")
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        try:
-            spec.loader.exec_module(mod)
-        except BaseException:
-            sys.modules.pop(name, None)
-            raise
-        return mod
-    try:
-        return importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        cwd = os.getcwd()
-        if not exc.name or not module.startswith(exc.name) or cwd in sys.path or "" in sys.path:
-            raise
-        sys.path.append(cwd)
-        return importlib.import_module(module)
 
 
 def get_tool(spec: str) -> type[Tool]:
@@ -184,14 +147,7 @@ def get_tool(spec: str) -> type[Tool]:
     if spec in TOOLS:
         return TOOLS[spec]
     if ":" in spec:
-        module, _, attr = spec.rpartition(":")
-        try:
-            cls = getattr(_import(module), attr)
-        except (ImportError, AttributeError, SyntaxError) as exc:
-            raise ValueError(f"tool {spec!r} cannot be imported ({type(exc).__name__}: {exc})") from None
-        if not (isinstance(cls, type) and issubclass(cls, Tool)):
-            raise ValueError(f"tool {spec!r} is not a videoseek Tool subclass")
-        return register_tool(cls)
+        return register_tool(import_subclass(spec, Tool, "tool"))
     raise ValueError(f"unknown tool {spec!r}; registered tools: {', '.join(sorted(TOOLS))} (or give an import path 'package.module:Class')")
 
 

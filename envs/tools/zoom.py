@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from videoseek.envs.tools.base import Tool, ToolError, ToolResult, register_tool
+from videoseek.envs.tools.base import Tool, ToolError, ToolResult, format_times, register_tool
 
 if TYPE_CHECKING:
     from videoseek.envs.env import VideoSeekEnv
@@ -74,5 +74,5 @@ class ZoomTool(Tool):
         h, w = frames.shape[1:3]
         box_text = ", ".join(f"{v:.2f}" for v in region)
         note = f" (clipped to the frame: requested [{x1:g}, {y1:g}, {x2:g}, {y2:g}])" if clipped else ""
-        text = f"zoom returned the frame at {ts[0]:.1f}s, region [{box_text}]{note}, at {w}x{h} pixels."
+        text = f"zoom returned the frame at {format_times(ts[:1])}, region [{box_text}]{note}, at {w}x{h} pixels."
         return ToolResult(text, frames, ts, arguments={"time": t, "box": region}, region=(float(ts[0]), region), clipped=clipped)

@@ -38,17 +38,19 @@ import inspect
 import json
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
-from typing import Any, Literal, Union
+from typing import TYPE_CHECKING, Any, Literal, Union
 
 import numpy as np
 from PIL import Image
 
 from videoseek.agents.groups import score_origin_group
-from videoseek.agents.prompting import frames_content, lay_out
+from videoseek.agents.prompting import defang, frames_content, lay_out
 from videoseek.envs.env import EnvConfig, VideoSeekEnv
 from videoseek.envs.tools import Tool, resolve_tools
 from videoseek.integrations.trl.dataset import sample_from_row
-from videoseek.training.exports.verl_parquet import defang_for_verl
+
+if TYPE_CHECKING:
+    from videoseek.integrations.trl.recorder import TrajectoryRecorder
 
 ENDED_TEXT = "The episode has ended (turn budget spent); no frames. Give your final answer in <answer></answer>."
 
@@ -59,7 +61,7 @@ def observation_blocks(role: str, obs: Mapping[str, Any]) -> list[dict[str, Any]
     The text is defanged (`<|...|>` spellings broken), so no text can add a vision placeholder
     without an image behind it.
     """
-    text = {"type": "text", "text": defang_for_verl(obs["text"])}
+    text = {"type": "text", "text": defang(obs["text"])}
     frames, timestamps = obs["frames"], np.asarray(obs["timestamps"], dtype=np.float64)
     if len(frames) == 0:
         return [text]
@@ -73,7 +75,7 @@ def group_preset_reason(config: EnvConfig) -> str | None:
     reward = config.reward
     if reward.group_kinds():
         return f"reward preset {reward.preset!r} needs perturbed groups ({', '.join(reward.group_kinds())})"
-    if "process_thinker" in reward.component_weights():
+    if reward.needs_continuations():
         return f"reward preset {reward.preset!r} needs continuations of each step prefix"
     return None
 
@@ -90,13 +92,14 @@ class VideoSeekTRLEnv:
 
     _tools: tuple[type[Tool], ...] = ()  # the tools this class has methods for (`env_class`)
 
-    def __new__(cls, config: EnvConfig | None = None) -> VideoSeekTRLEnv:
+    def __new__(cls, config: EnvConfig | None = None, recorder: TrajectoryRecorder | None = None) -> VideoSeekTRLEnv:
         if cls is VideoSeekTRLEnv:
             cls = env_class(tuple(resolve_tools((config or EnvConfig()).tools)))
         return super().__new__(cls)
 
-    def __init__(self, config: EnvConfig | None = None) -> None:
+    def __init__(self, config: EnvConfig | None = None, recorder: TrajectoryRecorder | None = None) -> None:
         self._config = config or EnvConfig()
+        self._recorder = recorder
         if [t.name for t in self._tools] != [t.name for t in resolve_tools(self._config.tools)]:
             raise ValueError(f"{type(self).__name__} has methods for other tools than the config's {self._config.tools}; use VideoSeekTRLEnv(config)")
         reason = group_preset_reason(self._config)
@@ -160,6 +163,8 @@ class VideoSeekTRLEnv:
             traj.truncated, (traj.reward, traj.reward_components) = True, scores[0]
             traj.metrics["ended_by"] = "trl"
             self._result = scores[0]
+        if self._recorder is not None:
+            self._recorder.add(env)
         return self._result
 
 
@@ -294,13 +299,15 @@ def env_class(tools: tuple[type[Tool], ...]) -> type[VideoSeekTRLEnv]:
     return cls
 
 
-def environment_factory(config: EnvConfig | None = None) -> Callable[[], VideoSeekTRLEnv]:
-    """The `environment_factory` for `GRPOTrainer`: a new `VideoSeekTRLEnv(config)` per call."""
+def environment_factory(config: EnvConfig | None = None, recorder: TrajectoryRecorder | None = None) -> Callable[[], VideoSeekTRLEnv]:
+    """The `environment_factory` for `GRPOTrainer`: a new `VideoSeekTRLEnv(config)` per call; with a
+    `recorder` (`TrajectoryRecorder`, also given to the trainer as a callback) every scored episode
+    is written where the viewer reads a run."""
     config = config or EnvConfig()
     VideoSeekTRLEnv(config)  # refuse a group preset or a tool TRL cannot offer here, not when TRL first builds one
 
     def factory() -> VideoSeekTRLEnv:
-        return VideoSeekTRLEnv(config)
+        return VideoSeekTRLEnv(config, recorder)
 
     return factory
 

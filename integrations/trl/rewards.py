@@ -3,9 +3,11 @@
 TRL calls each reward function with the parsed completions and, with an `environment_factory`,
 the rollouts' environment instances (`environments=`). The final answer reaches the env here:
 `videoseek_reward` steps each episode with the rollout's last assistant turn and returns the
-env's reward (its preset's weighted components); the components, accuracy, accepted calls of
-any tool (`calls`) and of each configured tool (`calls/<tool>`) are logged through TRL's
-`log_metric` as `videoseek/<name>` (means over the batch).
+env's reward (its preset's weighted components); the components, accuracy and the tool-use
+numbers every path reports (`videoseek.envs.metrics.mean_metrics` of the episodes' trajectories:
+`calls`, `calls/<tool>` and `tool_rate/<tool>` for each configured tool, `crop_rate`,
+`invalid_calls`, `valid_format`, `turns`, `tokens`, which is 0 here: the env does not see TRL's
+token ids) are logged through TRL's `log_metric` as `videoseek/<name>` (means over the batch).
 
 TRL's response parser moves `<think>` into `reasoning_content`; the turn is given back to the
 env as `<think>reasoning</think>content` (whitespace between them is not kept), so the format and
@@ -18,6 +20,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+
+from videoseek.envs.metrics import facts_of_trajectory, mean_metrics
 
 
 def final_turn_text(completion: Sequence[dict[str, Any]] | str) -> str | None:
@@ -45,15 +49,14 @@ def videoseek_reward(completions: list, environments: list, log_metric: Callable
     results = [env._finish(final_turn_text(c)) for c, env in zip(completions, environments, strict=True)]
     if log_metric is not None and results:
         trajs = [env.env.trajectory for env in environments]
+        tools = list(dict.fromkeys(name for env in environments for name in env.env.tools))  # configured, in order: unused ones log 0
         # accuracy is recorded whether the preset weighs it or not; the components may hold it too
-        metrics = {"accuracy": [t.accuracy or 0.0 for t in trajs], "calls": [len(t.calls) for t in trajs]}
-        tools = dict.fromkeys(name for env in environments for name in env.env.tools)  # configured, in order: unused ones log 0
-        for tool in tools:
-            metrics[f"calls/{tool}"] = [sum(c.tool == tool for c in t.calls) for t in trajs]
+        metrics = {"accuracy": float(np.mean([t.accuracy or 0.0 for t in trajs])),
+                   **mean_metrics([facts_of_trajectory(t) for t in trajs], tools)}  # fmt: skip
         for name in sorted({k for _, comps in results for k in comps}):
-            metrics[name] = [comps.get(name, 0.0) for _, comps in results]
-        for name, values in metrics.items():
-            log_metric(f"videoseek/{name}", float(np.mean(values)))
+            metrics[name] = float(np.mean([comps.get(name, 0.0) for _, comps in results]))
+        for name, value in metrics.items():
+            log_metric(f"videoseek/{name}", float(value))
     return [total for total, _ in results]
 
 

@@ -19,6 +19,17 @@ def test_demo_end_to_end(tmp_path, capsys, single_thread_torch):
     assert agents["no-tool"]["coverage"] == 0.0
     for name in ("oracle", "no-tool", "tiny-model-run"):
         assert len((out / name / "trajectories.jsonl").read_text().splitlines()) >= 1
+    # Every run leaves the one run record: the viewer explains its rewards from it.
+    from videoseek.viewer.rewardinfo import find_reward_config
+
+    for name, policy in (("oracle", "oracle"), ("tiny-model-run", f"hf:{out / 'tiny-model'}")):
+        record = json.loads((out / name / "run.json").read_text())
+        assert record["command"] == "demo" and record["policy"] == policy and record["seed"] == 0
+        assert record["env"]["reward"]["preset"] == "csgrpo" and record["software"]["videoseek"]
+        config, source, problem = find_reward_config(out / name)
+        assert problem is None and config.preset == "csgrpo" and source == str(out / name / "run.json")
+    record = json.loads((out / "tiny-model-run" / "run.json").read_text())
+    assert record["model"]["weights_sha256"] and record["decoding"] == {"seed": 0, "max_new_tokens": 48, "temperature": 1.0}
     printed = capsys.readouterr().out
     assert "oracle" in printed and "below chance" in printed and "trajectories.jsonl" in printed
 
@@ -92,7 +103,7 @@ def test_quickstart_example_runs(tmp_path, capsys):
     import runpy
     from pathlib import Path
 
-    script = Path(__file__).resolve().parents[1] / "examples" / "quickstart.py"
+    script = Path(__file__).resolve().parents[2] / "examples" / "quickstart.py"
     runpy.run_path(str(script), run_name="not_main")["main"](tmp_path)
     printed = capsys.readouterr().out
     assert "oracle: accuracy 1.00, coverage 1.00, episodes 16" in printed
@@ -104,7 +115,7 @@ def test_readme_demo_table_is_what_the_demo_prints(tmp_path, single_thread_torch
     import re
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     block = readme.split(" agent           accuracy", 1)[1].split("```", 1)[0]
     shown = {m[0]: [float(v) for v in m[1:6]] + [int(m[6])] for m in re.findall(r"^ (\S+)\s+" + r"(\S+)\s+" * 5 + r"(\d+)$", block, re.M)}
     assert set(shown) == {"oracle", "uniform", "random", "no-tool", "tiny-qwen2.5-vl"}, block

@@ -4,37 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from step_policy import STEPS, StepPolicy
 from videoseek.agents.policy import PolicyInput, PolicyOutput
 from videoseek.agents.rollout import run_rollouts
 from videoseek.envs.env import EnvConfig
 from videoseek.envs.synth import generate_dataset
 from videoseek.rewards import RewardConfig
 from videoseek.rewards.process_thinker import rollout_process_reward
-
-STEPS = ["The sparse frames miss the event.", "I look at the clue.", "It shows the answer."]
-
-
-class StepPolicy:
-    """Answers at once with three steps; a continuation answers right only from a prefix of at least
-    two steps, so each prefix's success rate is known exactly."""
-
-    name = "steps"
-
-    def __init__(self):
-        self.prefixes: list[str] = []
-
-    def act(self, batch: list[PolicyInput]) -> list[PolicyOutput]:
-        outs = []
-        for inp in batch:
-            if inp.prefix:
-                self.prefixes.append(inp.prefix)
-                good = inp.prefix.count("</step>") >= 2
-                letter = inp.sample.answer if good else next(o[0] for o in inp.sample.options if o[0] != inp.sample.answer)
-                outs.append(PolicyOutput(f"</think><answer>{letter}</answer>"))
-            else:
-                body = "".join(f"<step>{s}</step>" for s in STEPS)
-                outs.append(PolicyOutput(f"<think>{body}</think><answer>{inp.sample.answer}</answer>"))
-        return outs
 
 
 @pytest.fixture(scope="module")

@@ -41,8 +41,9 @@ def processor(tiny_model_dir):
 
 @pytest.fixture
 def episode(index_sample):
-    """A real episode: sparse frames, a think turn (no frames back), a crop (frames back)."""
-    env = VideoSeekEnv(index_sample, EnvConfig(initial_frames=6, frames_per_call=4, max_pixels=64 * 32))
+    """A real episode as the episode drivers play it (shared, read-only frames): sparse frames, a
+    think turn (no frames back), a crop (frames back)."""
+    env = VideoSeekEnv(index_sample, EnvConfig(initial_frames=6, frames_per_call=4, max_pixels=64 * 32), share_frames=True)
     obs, _ = env.reset(seed=0)
     messages = initial_messages(obs)
     for text in ("<think>\nThe sparse frames at 11.2s and 13.8s miss it.\n</think>\n\n", "<think>look</think>\n" + crop(12, 14)):

@@ -45,7 +45,7 @@ def script(path: str, args: list[str], hash_seed: int, cwd: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
 
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def steps(metrics: Path) -> list[dict]:

@@ -17,7 +17,7 @@ from videoseek.cli import main
 from videoseek.envs.sample import write_jsonl
 from videoseek.envs.trajectory import read_trajectories
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CUSTOM = "examples/custom_tool.py:FrameAtTool"  # the one-file tool, by its path from the repository root
 CALLS = [
     '<think>Look at the flash.</think>\n<tool_call>{"name": "crop_video", "arguments": {"start": 12.0, "end": 13.5}}</tool_call>',

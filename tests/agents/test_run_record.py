@@ -101,3 +101,29 @@ def test_run_record_without_a_model_or_git(tmp_path):
     (tmp_path / "d.jsonl").write_text("{}\n")
     record = run_record("x", {"seed": 1}, data=[tmp_path / "d.jsonl"], model="oracle")
     assert record["model"] is None and record["seed"] == 1 and record["data_files"][0]["sha256"] == file_sha256(tmp_path / "d.jsonl")
+
+
+def test_the_viewer_reads_the_nearest_run_record_and_names_a_broken_one(tmp_path):
+    from videoseek.agents.run_record import find_run_record, write_run_record
+    from videoseek.envs.env import EnvConfig
+    from videoseek.rewards import RewardConfig
+    from videoseek.viewer.rewardinfo import find_reward_config
+
+    (tmp_path / "d.jsonl").write_text("{}\n")
+    env = EnvConfig(reward=RewardConfig(preset="dmgrpo"), tools=["crop_video", "zoom"])
+    write_run_record(tmp_path / "run", run_record("x", {}, data=[tmp_path / "d.jsonl"], env=env, policy="oracle", seed=3))
+    step = tmp_path / "run" / "rollouts" / "step_0002"
+    step.mkdir(parents=True)
+    path, record, problem = find_run_record(step)
+    assert path == tmp_path / "run" / "run.json" and problem is None and record["env"]["tools"] == ["crop_video", "zoom"]
+    config, source, problem = find_reward_config(step)
+    assert config.preset == "dmgrpo" and source == str(path) and problem is None
+    assert find_reward_config(tmp_path / "run" / "rollouts" / "step_0002" / "deeper")[0] is None  # three levels up: not this run's
+    (step / "run.json").write_text("[1]")  # a broken record nearer the episodes is named, not passed over
+    config, source, problem = find_reward_config(step)
+    assert config is None and problem == f"{step / 'run.json'}: not a JSON object"
+    (step / "run.json").write_text('{"env": {"reward": {"preset": "nope"}}}')
+    assert "reward config not usable" in find_reward_config(step)[2]
+    (step / "run.json").unlink()
+    (tmp_path / "run" / "run.json").write_text('{"command": "sft"}')
+    assert find_reward_config(step)[2] == f"{tmp_path / 'run' / 'run.json'}: reward config not usable (records no reward config (env.reward))"

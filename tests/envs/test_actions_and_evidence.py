@@ -129,3 +129,21 @@ def test_duplicates_and_fragments_are_flagged():
     assert not ev.add(40, 45).adjacent_to_previous
     with pytest.raises(ValueError):
         ev.add(70, 80)
+
+
+def test_the_thresholds_are_the_clue_seek_params():
+    """One geometry (`rewards.clue_seek.EvidenceState`): the env's record and the reward both read
+    `ClueSeekParams.duplicate_tiou` / `adjacency_gap`."""
+    import videoseek.rewards as rewards
+    from videoseek.rewards import ClueSeekParams, clue_seek_reward, evidence_trace
+
+    assert EvidenceState is rewards.EvidenceState
+    spans = [(10, 14), (10.5, 14.5), (14.8, 16)]  # tIoU(1, 2) = 3.5 / 4.5; a 0.3 s gap from 2 to 3
+    for params, dup, adjacent in [(ClueSeekParams(), [None, 0, None], [False, False, True]),
+                                  (ClueSeekParams(duplicate_tiou=0.8, adjacency_gap=0.1), [None, None, None], [False, False, False])]:  # fmt: skip
+        ev = EvidenceState([(10, 20)], duration=60, params=params)
+        records = [ev.add(*s) for s in spans]
+        assert [r.duplicate_of for r in records] == dup and [r.adjacent_to_previous for r in records] == adjacent
+        assert evidence_trace(spans, [(10, 20)], 60, params) == records
+        _, b = clue_seek_reward(spans, [(10, 20)], 60, params=params, return_breakdown=True)
+        assert b["duplicate_of"] == dup and b["adjacent"] == adjacent

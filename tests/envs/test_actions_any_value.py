@@ -25,7 +25,7 @@ from videoseek.envs import Answer, CropVideo, EnvConfig, Invalid, Think, VideoSa
 from videoseek.envs.env import FRAME_RANGES, MAX_EPISODE_FRAME_BYTES
 from videoseek.envs.trajectory import Trajectory
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _id(value) -> str:

@@ -39,12 +39,11 @@ from pathlib import Path
 import pytest
 
 from videoseek.envs.benchmarks import benchmark_module
-from videoseek.envs.benchmarks import benchmark_module
 from videoseek.envs.convert import ConvertOptions, RowError, convert_files
 from videoseek.envs.sample import VideoSample, write_jsonl
 from videoseek.envs.trajectory import GroupInfo, Observation, Trajectory, Turn
 
-DATA = Path(__file__).parent / "data" / "benchmarks"
+DATA = Path(__file__).parents[1] / "data" / "benchmarks"
 FILES = {
     "videomme": ["videomme/videomme.jsonl"],
     "mvbench": ["mvbench/action_sequence.json", "mvbench/object_shuffle.json", "mvbench/episodic_reasoning.json"],
@@ -386,10 +385,11 @@ def test_videommmu_parsers_are_the_scripts():
     assert set(v.parse_open_response("Therefore the present value is $1,000")) == {1000.0, 0.0, "$1,000"}
     assert set(v.parse_open_response("It has 2 roots.")) == {2.0, "2 roots"}
     samples = {s.id: s for s in convert("videommmu")}
-    s = samples["validation_Art_1"]
+    s = samples["validation_Art_1@perception"]
     assert s.video == "/videos/Art/validation_Art_1.mp4" and s.options == ["A. red", "B. blue", "C. green", "D. black"]
     assert s.question.endswith("\nPlease ignore the Quiz question in last frame of the video.") and s.metadata["benchmark"]["track"] == "perception"
-    t = samples["test_Math_1"]
+    assert s.metadata["benchmark"]["id"] == "validation_Art_1"  # VideoMMMU's own id, as lmms-eval reports it
+    t = samples["test_Math_1@adaptation"]
     assert t.problem_type.value == "free_form" and t.options is None and t.question.startswith(
         "You should watch and learn the video content. Then apply what you learned to answer the following open-ended question.")
 
@@ -530,7 +530,7 @@ def test_videommmu_with_transcripts(tmp_path):
     (transcripts / "validation_Art_1.txt").write_text("  The sky is painted blue.\n")
     opts = ConvertOptions(video_root="/videos", subtitle_dir=str(transcripts))
     samples = {s.id: s for s in convert_files([DATA / f for f in FILES["videommmu"]], "videommmu", opts, strict=True).samples}
-    assert samples["validation_Art_1"].question == ("\nTranscript for the Video:\nThe sky is painted blue.\n\nQuestion for the video:\n"
+    assert samples["validation_Art_1@perception"].question == ("\nTranscript for the Video:\nThe sky is painted blue.\n\nQuestion for the video:\n"
                                                     "What colour is the painted sky?" + vm.PERCEPTION_AND_COMPREHENSION_PROMPT)  # fmt: skip
-    assert samples["test_Math_1"].question == (vm.PRE_PROMPT + vm.OPEN_ENDED_PROMPT + "\nTranscript for the Video:\n[Transcript not available]"
+    assert samples["test_Math_1@adaptation"].question == (vm.PRE_PROMPT + vm.OPEN_ENDED_PROMPT + "\nTranscript for the Video:\n[Transcript not available]"
                                                "\n\nQuestion for the video:\nCompute the area of the triangle in the image.")  # fmt: skip

@@ -3,7 +3,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
-from gymnasium.utils.env_checker import check_env as gym_check_env
+from gymnasium.utils.env_checker import check_env
 from videos import read_index
 
 import videoseek.envs  # noqa: F401  (registers the env)
@@ -14,38 +14,41 @@ def crop(s, e):
     return f'<tool_call>{{"name": "crop_video", "arguments": {{"start": {s}, "end": {e}}}}}</tool_call>'
 
 
-def check_env(env, **kwargs):
-    """gymnasium's `check_env`, with read-only arrays counted as immutable data: the env shares one
-    read-only frame array between the episodes that see the same frames (docs/data.md), which the
-    checker's "modifying one will modify the other" test would flag although no one can modify it."""
-    from gymnasium.utils import env_checker
-
-    def shares_writable(a, b):
-        if isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and not (a.flags.writeable or b.flags.writeable):
-            return False
-        if isinstance(a, dict) and isinstance(b, dict):
-            return a is b or any(shares_writable(a[k], b[k]) for k in a.keys() & b.keys())
-        return original(a, b)
-
-    original = env_checker.data_shares_objects
-    env_checker.data_shares_objects = shares_writable
-    try:
-        gym_check_env(env, **kwargs)
-    finally:
-        env_checker.data_shares_objects = original
+def test_check_env_passes_as_gymnasium_ships_it(index_sample):
+    """gymnasium's own checker, unpatched: observations never share memory (np.shares_memory)."""
+    env = VideoSeekEnv(index_sample)
+    check_env(env, skip_render_check=True)
+    obs, _ = env.reset(seed=0)
+    assert obs["frames"].flags.writeable and len(obs["frames"]) == 8
+    obs = env.step(crop(12, 14))[0]  # a crop's frames too
+    assert obs["frames"].flags.writeable and len(obs["frames"]) == 8
 
 
-def test_check_env_passes(index_sample):
-    check_env(VideoSeekEnv(index_sample), skip_render_check=True)
-
-
-def test_frames_are_shared_read_only(index_sample):
+def test_each_observation_owns_its_frames(index_sample):
+    """A user's env: a fresh, writable array per observation, so writing to one changes no other
+    observation, no other episode and not the env's record."""
     a, b = VideoSeekEnv(index_sample), VideoSeekEnv(index_sample)
+    obs_a, _ = a.reset(seed=0)
+    obs_b, _ = b.reset(seed=1)
+    again, _ = a.reset(seed=0)
+    assert not np.shares_memory(obs_a["frames"], obs_b["frames"]) and not np.shares_memory(obs_a["frames"], again["frames"])
+    before = again["frames"].copy()
+    obs_a["frames"][:] = 0
+    np.testing.assert_array_equal(again["frames"], before)
+    np.testing.assert_array_equal(a.frames_by_turn[-1], before)
+
+
+def test_engine_episodes_share_one_read_only_copy(index_sample):
+    """`share_frames=True` (what the episode drivers set): the episodes that see the same frames get
+    the frame cache's one read-only array."""
+    a, b = VideoSeekEnv(index_sample, share_frames=True), VideoSeekEnv(index_sample, share_frames=True)
     obs_a, _ = a.reset(seed=0)
     obs_b, _ = b.reset(seed=1)
     assert obs_a["frames"] is obs_b["frames"]  # two episodes, one copy of their initial frames
     with pytest.raises(ValueError, match="read-only"):
         obs_a["frames"][0, 0, 0] = 1
+    user, _ = VideoSeekEnv(index_sample).reset(seed=0)
+    np.testing.assert_array_equal(user["frames"], obs_a["frames"])  # the same pixels either way
 
 
 def test_check_env_with_a_chinese_question(index_sample):
@@ -254,3 +257,34 @@ def test_missing_and_bad_videos_name_the_sample(tmp_path, index_sample):
     beyond = index_sample.model_copy(update={"clue_intervals": [(18.0, 31.0)]})
     with pytest.raises(DataError, match=r"idx-1.*clue_intervals\.0.*beyond the video duration"):
         VideoSeekEnv(beyond)
+
+
+@pytest.mark.parametrize("duplicate_tiou,duplicate", [(0.7, True), (0.8, False)])
+def test_duplicate_threshold_of_the_reward_config_sets_the_call_record(index_sample, tmp_path, duplicate_tiou, duplicate):
+    """`RewardConfig.clue_seek.duplicate_tiou` decides `Turn.call.duplicate_of`, the viewer's duplicate
+    mark and the reward's duplicate count alike: crops [10, 14] and [10.5, 14.5] overlap with tIoU 3.5 / 4.5 = 0.78."""
+    import json
+
+    from videoseek.envs.trajectory import TrajectoryWriter
+    from videoseek.rewards import RewardConfig, clue_seek_reward
+    from videoseek.viewer.episode import episode_view
+
+    reward = RewardConfig(preset="csgrpo")
+    reward = reward.model_copy(update={"clue_seek": reward.clue_seek.model_copy(update={"duplicate_tiou": duplicate_tiou})})
+    env = VideoSeekEnv(index_sample, EnvConfig(reward=reward))
+    env.reset(seed=0, options={"episode_id": "dup"})
+    env.step(crop(10, 14))
+    env.step(crop(10.5, 14.5))
+    env.step("<answer>B</answer>")
+    second = env.trajectory.turns[1].call
+    assert second.best_prior_tiou == pytest.approx(3.5 / 4.5)
+    assert second.duplicate_of == (0 if duplicate else None) and not second.fragment
+    # The reward counts the same duplicate: its duplicate term is the penalty, or nothing.
+    penalty = reward.clue_seek.duplicate_penalty if duplicate else 0.0
+    _, breakdown = clue_seek_reward(env.summary().calls, index_sample.clue_intervals, env.duration, params=reward.clue_seek, return_breakdown=True)
+    assert breakdown["duplicate_term"] == pytest.approx(-penalty) and breakdown["duplicate_of"] == [None, 0 if duplicate else None]
+    # What the viewer marks, read from the written trajectory.
+    TrajectoryWriter(tmp_path).write(env.trajectory, env.frames_by_turn)
+    (raw,) = [json.loads(line) for line in (tmp_path / "trajectories.jsonl").read_text().splitlines()]
+    calls = episode_view(raw, tmp_path, lambda p: p)["calls"]
+    assert [c["duplicate_of_n"] for c in calls] == [None, 1 if duplicate else None]

@@ -230,7 +230,7 @@ def test_key_frames_box_the_object_inside_a_clue(synth_set):
                 assert (perceive_module.chroma(crop) >= perceive_module.MIN_CHROMA).mean() > 0.3, (s.id, box)
 
 
-# ---- small_text: the opt-in kind that needs zoom (tests/test_zoom_task.py runs it through the env) ----
+# ---- small_text: the opt-in kind that needs zoom (tests/envs/test_zoom.py runs it through the env) ----
 def test_small_text_is_opt_in():
     assert "small_text" in synth.TASK_BUILDERS and "small_text" in synth.ZOOM_KINDS
     assert "small_text" not in synth.TASK_KINDS  # the default mix is unchanged

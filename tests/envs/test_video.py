@@ -8,7 +8,7 @@ import pytest
 from videos import has_bframes, read_index
 
 from videoseek.envs.sample import DataError
-from videoseek.envs.video import BACKENDS, FrameCache, VideoReader, backend_missing, fit_pixels, probe_video
+from videoseek.envs.video import BACKENDS, FrameCache, VideoReader, backend_missing, fit_pixels, overlay_timestamp, probe_video
 
 
 @pytest.mark.parametrize("backend", ["decord", "pyav"])
@@ -51,6 +51,26 @@ def test_overlay_changes_only_the_corner(index_video):
     assert read_index(over[0]) == 123
     diff = np.argwhere((plain[0] != over[0]).any(-1))
     assert len(diff) > 0 and diff[:, 0].max() < 20 and diff[:, 1].max() < 70
+
+
+def test_one_time_label_for_the_overlay_and_the_render(index_video, index_sample):
+    """`overlay_timestamp` draws both labels: HH:MM:SS in the model's frames (`timestamp_overlay`),
+    seconds as the env's text writes them in the "rgb_array" render; the frame is never changed."""
+    from videoseek.envs import VideoSeekEnv
+    from videoseek.envs.tools import format_times
+
+    reader = VideoReader(index_video, cache=FrameCache())
+    (plain,), (t,) = reader.frames_by_index([123])
+    (over,), _ = reader.frames_by_index([123], overlay=True)
+    np.testing.assert_array_equal(overlay_timestamp(plain, t), over)  # the cached overlay is this function's
+    seconds = overlay_timestamp(plain, t, clock=False)
+    assert not np.array_equal(seconds[:14, :60], over[:14, :60]) and np.array_equal(seconds[20:], plain[20:])
+    assert not plain.flags.writeable  # the shared frame is read, never drawn on
+    env = VideoSeekEnv(index_sample, render_mode="rgb_array")
+    obs, _ = env.reset(seed=0)
+    w = obs["frames"].shape[2]
+    np.testing.assert_array_equal(env.render()[:, :w], overlay_timestamp(obs["frames"][0], obs["timestamps"][0], clock=False))
+    assert format_times([12.3, 12.345, 12, 1.0334]) == "12.3s, 12.35s, 12.0s, 1.03s"
 
 
 def test_cache_is_bounded_shared_and_exact(index_video):

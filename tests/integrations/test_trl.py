@@ -30,7 +30,9 @@ from PIL import Image  # noqa: E402
 
 from videoseek.envs.env import EnvConfig  # noqa: E402
 from videoseek.envs.sample import DataError, VideoSample, write_jsonl  # noqa: E402
+from videoseek.envs.trajectory import Trajectory  # noqa: E402
 from videoseek.integrations.trl import (  # noqa: E402
+    TrajectoryRecorder,
     VideoSeekTRLEnv,
     add_response_schema,
     advertised_schema,
@@ -41,8 +43,9 @@ from videoseek.integrations.trl import (  # noqa: E402
     videoseek_reward,
 )
 from videoseek.rewards import score_episode  # noqa: E402
+from videoseek.viewer.server import ViewerApp  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ENV_CONFIG = EnvConfig(initial_frames=2, frames_per_call=2, max_pixels=56 * 56, max_turns=4)
 # The scripted policy: each sample's turns, chosen by the question in the prompt and the number of
 # tool responses so far; the second generation of a prompt opens with its `FIRST_TURNS` variant, so
@@ -380,8 +383,10 @@ def test_a_grpo_step_runs_zoom_and_the_custom_tool_through_trl(samples_file, tin
         output_dir=str(tmp_path / "out"), use_cpu=True, max_steps=1, per_device_train_batch_size=4, num_generations=2,
         max_completion_length=1024, learning_rate=1e-4, beta=0.0, logging_steps=1, save_strategy="no", report_to=[], seed=0, dataloader_num_workers=0,
     )  # fmt: skip
+    recorder = TrajectoryRecorder(args.output_dir, config, data=samples_file, model=tiny_model_dir)
     trainer = GRPOTrainer(model=model, processing_class=processor, args=args, train_dataset=samples_dataset(samples_file, config),
-                          environment_factory=environment_factory(config), reward_funcs=[reward])  # fmt: skip
+                          environment_factory=environment_factory(config, recorder=recorder), reward_funcs=[reward],
+                          callbacks=[recorder])  # fmt: skip
     trainer.train()
     assert len(episodes) == 4
     for traj in episodes:  # TRL parsed each call, ran the method of its tool, and the env recorded it
@@ -390,3 +395,21 @@ def test_a_grpo_step_runs_zoom_and_the_custom_tool_through_trl(samples_file, tin
     logged = trainer.state.log_history[0]
     assert logged["tools/failure_frequency"] == 0.0 and logged["videoseek/calls/zoom"] == 1.0 == logged["videoseek/calls/frame_at"]
     assert logged["videoseek/calls/crop_video"] == 0.0
+
+    # The recorder left the run as the viewer reads one: the run record and the step's episodes.
+    run = Path(args.output_dir)
+    record = json.loads((run / "run.json").read_text())
+    assert record["command"] == "trl-grpo" and record["env"]["tools"] == config.tools and record["decoding"]["seed"] == 0
+    assert record["model"]["weights_sha256"] and record["data_files"][0]["sha256"] and record["group_size"] == 2
+    written = [Trajectory.model_validate_json(line) for line in (run / "rollouts" / "step_0001" / "trajectories.jsonl").read_text().splitlines()]
+    assert sorted(t.reward for t in written) == pytest.approx(sorted(t.reward for t in episodes))
+    assert sorted(t.episode_id for t in written) == ["s1/g0", "s1/g1", "s2/g0", "s2/g1"] and {t.group.id for t in written} == {"s1", "s2"}
+    assert all((run / "rollouts" / "step_0001" / f.path).is_file() for t in written for turn in t.turns for f in turn.observation.frames)
+    app = ViewerApp([run])
+    try:
+        assert app.api_training({"run": ["A"]})["steps"] == [1]
+        episode = app.api_episode({"run": ["A@s1"], "i": ["0"]})["episode"]
+        assert episode["reward_explained"]["known"] and episode["reward_explained"]["source"] == str(run / "run.json")
+        assert episode["reward_explained"]["matches"] is True
+    finally:
+        app.close()

@@ -5,12 +5,11 @@ instantiates the loop from the agent-loop YAML and runs it against verl's real `
 in front of an emulated vLLM server (scripted turns, or generation with the tiny model), then
 applies verl's own post-processing (padding, multi-modal inputs, M-RoPE position ids) and verl's
 reward path (`RewardLoopWorker` -> `NaiveRewardManager` -> our `compute_score`). What is emulated
-and why: `verl_harness.py`. The default v1 path: `test_training_verl_v1.py`.
+and why: `verl_harness.py`. The default v1 path: `tests/training/test_verl_v1.py`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 
 import numpy as np
@@ -19,10 +18,14 @@ import torch
 
 pytest.importorskip("verl")
 
-from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
 from verl.utils import hf_processor
-from verl.workers.rollout.replica import TokenOutput
-from verl_harness import (
+from verl_harness import (  # noqa: F401 - fixtures too
+    TinyModelServer,
+    exported,
+    index_sample_module,
+    run_worker,
+    scripted,
+    tiny_model,
     ANSWER,
     CROP,
     ENV,
@@ -35,75 +38,8 @@ from verl_harness import (
     make_config,
     server_client,
 )
-from videoseek.agents.tiny_model import ensure_tiny_model
 from videoseek.envs.env import EnvConfig
 from videoseek.training.exports.verl_parquet import export_samples
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    return ensure_tiny_model(cache_dir=tmp_path_factory.mktemp("models"))
-
-
-class TinyModelServer(FakeVLLMServer):
-    """Generates with the tiny model from token ids and raw frames, as a vLLM server does."""
-
-    def __init__(self, model_path, do_sample: bool = True):
-        from transformers import AutoModelForImageTextToText
-
-        super().__init__(hf_processor(str(model_path)), turns=[""])
-        self.model = AutoModelForImageTextToText.from_pretrained(model_path).eval()
-        self.do_sample = do_sample  # False: greedy, as a policy with temperature 0
-        self.calls = 0
-
-    async def generate(self, prompt_ids, sampling_params, request_id, image_data=None, video_data=None, audio_data=None, mm_processor_kwargs=None, priority=0, kv_transfer_params=None):
-        prompt_ids = self._check_vision(list(prompt_ids), image_data, video_data, mm_processor_kwargs)  # what vLLM runs: each video expanded
-        inputs = {"input_ids": torch.tensor([prompt_ids]), "attention_mask": torch.ones(1, len(prompt_ids), dtype=torch.long)}
-        if video_data:
-            frames, metadata = zip(*video_data)
-            vision = self.processor.video_processor(
-                videos=list(frames), video_metadata=list(metadata), do_sample_frames=False, return_tensors="pt", **(mm_processor_kwargs or {})
-            )
-            inputs.update(pixel_values_videos=vision["pixel_values_videos"], video_grid_thw=vision["video_grid_thw"])
-        with torch.random.fork_rng(devices=[]), torch.inference_mode():
-            torch.manual_seed(self.calls)
-            sampling = {"do_sample": True, "temperature": 1.0} if self.do_sample else {"do_sample": False}
-            out = self.model.generate(**inputs, max_new_tokens=sampling_params["max_tokens"], output_scores=True, return_dict_in_generate=True, **sampling)
-        self.calls += 1
-        ids = out.sequences[0, len(prompt_ids) :].tolist()
-        log_probs = None
-        if sampling_params.get("logprobs"):  # the sampled tokens' log-probabilities, as vLLM returns them
-            log_probs = [float(torch.log_softmax(score[0].float(), -1)[t]) for score, t in zip(out.scores, ids)]
-        return TokenOutput(token_ids=ids, log_probs=log_probs, extra_fields={"global_steps": 0})
-
-
-def run_worker(cfg, server, n=2):
-    async def main():
-        worker = AgentLoopWorker(cfg, server_client(cfg, server), reward_loop_worker_handles=[InProcessReward(cfg)])
-        batch = load_batch(cfg, worker.tokenizer, worker.processor, n)
-        return worker, await worker.generate_sequences(batch)
-
-    return asyncio.run(main())
-
-
-def scripted(tiny_model, turns, **kwargs):
-    return FakeVLLMServer(hf_processor(str(tiny_model)), turns, **kwargs)
-
-
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory, index_sample_module):
-    out = tmp_path_factory.mktemp("export")
-    return export_samples([index_sample_module], out, "train", EnvConfig(**ENV), progress=False)
-
-
-@pytest.fixture(scope="module")
-def index_sample_module(index_video):
-    from videoseek.envs.sample import VideoSample
-
-    return VideoSample(
-        id="idx-1", video=str(index_video), question="Which colour flashes?", options=["A. red", "B. green", "C. blue", "D. yellow"],
-        answer="B", clue_intervals=[(12.0, 13.5)], mask_patterns=[{"time_range": (3.0, 4.0), "oracle_correct": True}],
-    )  # fmt: skip
 
 
 def test_scripted_episode_through_verl_postprocessing_and_reward(tmp_path, tiny_model, exported):
@@ -133,7 +69,7 @@ def test_scripted_episode_through_verl_postprocessing_and_reward(tmp_path, tiny_
 
     # extra_fields reached compute_score through verl's reward manager
     assert list(out.non_tensor_batch["acc"]) == [1.0, 1.0]
-    assert list(out.non_tensor_batch["num_calls"]) == [1.0, 1.0]
+    assert list(out.non_tensor_batch["calls"]) == [1.0, 1.0] and list(out.non_tensor_batch["valid_format"]) == [1.0, 1.0]
     assert all(c == pytest.approx(1.0) for c in out.non_tensor_batch["coverage"])
     record = out.non_tensor_batch["videoseek"][0]
     assert record["calls"] == [[11.5, 14.0]] and record["episode"]["prediction"] == "B" and record["ended_by"] == "env"

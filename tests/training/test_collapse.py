@@ -1,5 +1,6 @@
 """Tool-use collapse is visible: crop rate, calls per episode and format validity every step, on the
-local backend and in verl's reward extras, and one warning when the crop rate stays low."""
+local backend and in verl's reward extras, and one warning when the crop rate stays low.
+(`tests/envs/test_metrics.py` checks that every path computes the same numbers.)"""
 
 from __future__ import annotations
 
@@ -29,8 +30,9 @@ def test_tool_use_metrics_of_a_cropping_and_a_non_cropping_policy(index_sample, 
     oracle = run_rollouts([index_sample], SCRIPTED["oracle"](), group_size=2, out_dir=tmp_path / "o", progress=False)
     blind = run_rollouts([index_sample], SCRIPTED["no-tool"](), group_size=2, out_dir=tmp_path / "n", progress=False)
     seen = tool_use_metrics(oracle)
-    assert seen["crop_rate"] == 1.0 and seen["calls_per_episode"] >= 1.0 and seen["valid_format"] == 1.0
-    assert tool_use_metrics(blind) == {"crop_rate": 0.0, "calls_per_episode": 0.0, "valid_format": 1.0}
+    assert seen["crop_rate"] == 1.0 and seen["calls"] >= 1.0 and seen["valid_format"] == 1.0
+    assert tool_use_metrics(blind) == {"calls": 0.0, "crop_rate": 0.0, "invalid_calls": 0.0, "valid_format": 1.0, "turns": 1.0, "tokens": 0.0}
+    assert tool_use_metrics(blind, ["crop_video"])["tool_rate/crop_video"] == 0.0  # a configured tool has its keys, called or not
     assert tool_use_metrics([]) == {}
 
 
@@ -41,7 +43,7 @@ def test_call_push_names_the_term_that_favours_fewer_crops(index_sample, tmp_pat
     crop = run_rollouts([index_sample], SCRIPTED["oracle"](), out_dir=tmp_path / "o", progress=False)[0]
     blind = run_rollouts([index_sample], SCRIPTED["no-tool"](), out_dir=tmp_path / "n", progress=False)[0]
     group = [t.model_copy(update={"group": t.group.model_copy(update={"id": "g"})}) for t in (crop, blind)]
-    assert tool_use_metrics(group[:1])["calls_per_episode"] >= 1 and tool_use_metrics(group[1:])["calls_per_episode"] == 0
+    assert tool_use_metrics(group[:1])["calls"] >= 1 and tool_use_metrics(group[1:])["calls"] == 0
     weights = {"accuracy": 1.0, "clue_seek": 0.25}
     group[0].reward_components, group[1].reward_components = {"accuracy": 1.0, "clue_seek": -0.5}, {"accuracy": 0.0, "clue_seek": 0.0}
     push = call_push(group, weights)
@@ -77,7 +79,8 @@ def test_local_grpo_logs_tool_use_every_step_and_warns_once(tmp_path, index_samp
         torch.set_num_threads(before)
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     for r in rows:
-        assert 0.0 <= r["crop_rate"] <= 1.0 and r["calls_per_episode"] >= 0.0 and 0.0 <= r["valid_format"] <= 1.0
+        assert 0.0 <= r["crop_rate"] <= 1.0 and r["calls"] >= 0.0 and 0.0 <= r["valid_format"] <= 1.0
+        assert r["tool_rate/crop_video"] == r["crop_rate"] and r["calls/crop_video"] == r["calls"]  # the env's one tool, logged called or not
         assert {"push/calls/accuracy", "push/calls/format"} <= set(r)
     # verl's algorithm.norm_adv_by_std_in_grpo reaches the local update (Dr. GRPO's r - mean) and its record
     assert json.loads((tmp_path / "run" / "rollouts" / "step_0001" / "grpo.json").read_text())["norm_adv_by_std"] is False
@@ -91,7 +94,7 @@ def test_local_grpo_logs_tool_use_every_step_and_warns_once(tmp_path, index_samp
 
 
 def test_verl_reward_extras_carry_crop_rate_and_format(index_sample):
-    from test_training_reward_fn import CALL, extra_info_for, play
+    from reward_fn_episodes import CALL, extra_info_for, play
 
     from videoseek.training.verl_plugin.reward_fn import compute_score
 
@@ -158,10 +161,10 @@ def test_per_tool_rates_and_a_warning_that_names_the_envs_tools(index_sample, tm
     crops = run_rollouts([index_sample], SCRIPTED["oracle"](), group_size=2, env_config=config, out_dir=tmp_path / "c", progress=False)
     seen = tool_use_metrics(zooms + crops)  # accepted calls of any tool count, and each tool has its rate
     assert seen["crop_rate"] == 1.0 and seen["tool_rate/zoom"] == 0.5 == seen["tool_rate/crop_video"]
-    assert seen["calls_per_episode"] == (2 * 2 + 2 * len(crops[0].calls)) / 4
-    metrics = rollout_metrics(zooms + crops)
-    assert metrics["calls/zoom"] == 1.0 and metrics["calls/crop_video"] == len(crops[0].calls) / 2
-    assert metrics["calls"] == metrics["calls/zoom"] + metrics["calls/crop_video"]
+    assert seen["calls"] == (2 * 2 + 2 * len(crops[0].calls)) / 4
+    assert seen["calls/zoom"] == 1.0 and seen["calls/crop_video"] == len(crops[0].calls) / 2
+    assert seen["calls"] == seen["calls/zoom"] + seen["calls/crop_video"]
+    assert not {"calls", "turns"} & set(rollout_metrics(zooms + crops))  # the step row takes them from tool_use_metrics alone
     named, plain = CollapseWatch(threshold=0.5, steps=1, tools=["crop_video", "zoom"]), CollapseWatch(threshold=0.5, steps=1)
     assert named.update(1, 0.0).endswith("the policy answers without calling crop_video or zoom")
     assert plain.update(1, 0.0).endswith("the policy answers without calling a tool")

@@ -155,21 +155,37 @@ def store(monkeypatch):
     return InMemoryTransferQueue().install(monkeypatch)
 
 
-def local_episodes(samples, preset, model, env=ENV, decide=decide):
+def decide_look_on(turn: int, seed: int, frames: np.ndarray) -> str:
+    """Two seeded crops (the first window holds the clue: a useful call; the second misses), then an
+    answer: the turns of one episode earn different turn rewards, and episodes differ in them."""
+    if turn < 2:
+        return crop(*WINDOWS[(seed + turn) % len(WINDOWS)])
+    return pixel_answer(frames)
+
+
+def decide_over_turn(turn: int, seed: int, frames: np.ndarray) -> str:
+    """`decide_look_on`, but every episode whose third turn's seed is odd crops once more instead of answering."""
+    if turn == 2 and seed % 2:
+        return crop(*WINDOWS[seed % len(WINDOWS)])
+    return decide_look_on(turn, seed, frames)
+
+
+def local_episodes(samples, preset, model, env=ENV, decide=decide, initial_frames=()):
     """The local backend's step: `run_rollouts` at (SEED, STEP), then the batch it would train on."""
     processor = hf_processor(str(model))
     recorder = RecordingPolicy(PixelPolicy(processor.tokenizer, decide))
     config = EnvConfig(**env, reward=RewardConfig(preset=preset))
-    trajs = run_rollouts(samples, recorder, group_size=GROUP, env_config=config, seed=SEED, step=STEP, progress=False)
+    trajs = run_rollouts(samples, recorder, group_size=GROUP, env_config=config, seed=SEED, step=STEP, progress=False,
+                         initial_frames=initial_frames)  # fmt: skip
     renderer = ConversationRenderer(processor, mode="video", tools=config.tools, **PIXELS)
-    return trajs, training_batch(trajs, recorder, renderer)
+    return trajs, training_batch(trajs, recorder, renderer, reward_config=config.reward)
 
 
-def verl_episodes(tmp_path, samples, preset, model, env=ENV, decide=decide, server=None, response_length=256):
+def verl_episodes(tmp_path, samples, preset, model, env=ENV, decide=decide, server=None, response_length=256, loop=None, overrides=None, group_size=GROUP):
     """verl's v1 worker and trainer, one step, on the same samples (one batch holds both questions)."""
     parquet = export_samples(samples, tmp_path / "export", "train", EnvConfig(**env), progress=False)
-    cfg = make_config(tmp_path, model, parquet, reward=preset, group_size=GROUP, batch_size=len(samples), response_length=response_length,
-                      loop={**PIXELS, "seed": SEED}, env=env)  # fmt: skip
+    cfg = make_config(tmp_path, model, parquet, reward=preset, group_size=group_size, batch_size=len(samples), response_length=response_length,
+                      loop={**PIXELS, "seed": SEED, **(loop or {})}, env=env, overrides=overrides)  # fmt: skip
     run = V1Run(cfg, model, respond=None if server else make_respond(hf_processor(str(model)).tokenizer, decide), server=server)
     try:
         batch, _, stored = run.step()
@@ -282,6 +298,57 @@ def test_with_crop_and_zoom_both_paths_play_identical_episodes(tmp_path, tiny_mo
         assert ef["videoseek"]["tools"] == TWO_TOOLS
 
 
+@pytest.mark.parametrize("over_turn_mask", [False, True], ids=["all-episodes", "over-turn-mask"])
+def test_turn_level_credit_gives_the_same_per_token_advantages_on_both_paths(tmp_path, tiny_model, samples, store, over_turn_mask):
+    """`videoseek_turn_grpo`: verl's v1 trainer (the agent loop places each turn's reward on its
+    first token, `TurnRewardOutput`) and the local backend's `grpo_advantages` (the same layout on its
+    loss mask) give every policy token the same advantage; turns of one episode differ. With
+    over-turn masking, episodes cut by the turn limit train on nothing on both paths."""
+    from videoseek.training.local_backend.grpo import grpo_advantages, response_mask_of
+    from videoseek.training.verl_plugin.estimators import TURN_ESTIMATOR_NAME
+
+    env = {**ENV, "max_turns": 3}
+    policy = decide_look_on if not over_turn_mask else decide_over_turn  # some episodes crop a third time: cut by the turn limit
+    trajs, local = local_episodes(samples, "csgrpo", tiny_model, env, policy)
+    loop = {"turn_rewards": True, "over_turn_mask": over_turn_mask}
+    _, stored, _ = verl_episodes(tmp_path, samples, "csgrpo", tiny_model, env, policy, loop=loop, response_length=512,
+                                 overrides={"algorithm.adv_estimator": TURN_ESTIMATOR_NAME})  # fmt: skip
+    mask = response_mask_of(local.episodes)
+    if over_turn_mask:
+        mask = mask * torch.tensor([0.0 if cut else 1.0 for cut in local.truncated]).unsqueeze(1)
+    advantages = grpo_advantages(local.rewards, local.group_ids, mask, estimator=TURN_ESTIMATOR_NAME, turn_rewards=local.turn_rewards)
+    records = [ef["videoseek"]["episode_id"] for ef in list(stored["extra_fields"])]
+    assert sorted(records) == sorted(t.episode_id for t in local.trajectories)
+    prompt_len = {k: len(stored["prompts"][k]) for k in range(len(records))}
+    for i, t in enumerate(local.trajectories):
+        k = records.index(t.episode_id)
+        verl_mask = stored["response_mask"][k].bool()
+        verl_adv = stored["advantages"][k][verl_mask]
+        start = prompt_len[k] - 1  # local rows are aligned with loss_mask[1:]
+        local_row = advantages[i, start : start + len(stored["response_mask"][k])]
+        local_mask = mask[i, start : start + len(stored["response_mask"][k])].bool()
+        assert local_mask.tolist() == verl_mask.tolist(), t.episode_id
+        assert local_row[local_mask].tolist() == pytest.approx(verl_adv.tolist(), abs=1e-6), t.episode_id
+    if over_turn_mask:
+        cut = [records.index(t.episode_id) for t, c in zip(local.trajectories, local.truncated) if c]
+        assert 0 < len(cut) < len(records) and all(int(stored["response_mask"][k].sum()) == 0 for k in cut)
+        return
+    assert {tuple(r) for r in local.turn_rewards} == {(1.0, 0.0, 0.0), (0.0, 1.0, 0.0)} or len({tuple(r) for r in local.turn_rewards}) > 1
+    per_turn = [sorted({round(float(a), 5) for a in advantages[i][mask[i] > 0].tolist()}) for i in range(len(local.trajectories))]
+    assert any(len(values) > 1 for values in per_turn), "the turns of an episode should get different advantages"
+
+
+@pytest.mark.parametrize("preset", ["csgrpo", "dmgrpo"])
+def test_frame_budget_gating_draws_the_same_initial_frames_on_both_paths(tmp_path, tiny_model, samples, store, preset):
+    """`initial_frames` (ParaVT's frame-budget gating): each episode's initial frame count is drawn from
+    its seed, the same on both drivers, perturbed episodes included; the counts differ across episodes."""
+    choices = [2, 4]
+    trajs, local = local_episodes(samples, preset, tiny_model, initial_frames=choices)
+    _, stored, dumped = verl_episodes(tmp_path, samples, preset, tiny_model, loop={"initial_frames": choices})
+    assert_same_episodes(trajs, local, stored, dumped, preset, varied=False)
+    assert {len(t.initial.frames) for t in trajs} == set(choices)
+
+
 class ScriptedFirst:
     """A policy that plays `turns` (texts, with the token ids a model writing them would have) first,
     then lets `policy` play: the tiny model then answers from what the crop and the zoom showed."""
@@ -310,7 +377,7 @@ def test_the_tiny_model_greedy_plays_the_same_tokens_on_both_paths(tmp_path, fam
     and behind the emulated vLLM server (the same model, from the ids and frames verl sends). With
     two tools, both paths play a scripted crop and zoom first, then the model goes on from the
     zoomed frame; the schemas of both tools are in its prompt."""
-    from test_training_agent_loop import TinyModelServer
+    from verl_harness import TinyModelServer
     from videoseek.agents.hf_policy import TransformersPolicy
 
     _, model = family_model_dir

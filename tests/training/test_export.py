@@ -58,6 +58,17 @@ def test_cli_export_verl_tools(tmp_path, index_sample, capsys):
     assert list(row["extra_info"]["tools"]) == ["crop_video", "zoom"]
     assert sorted(k for k, v in row["extra_info"]["tools_kwargs"].items() if v is not None) == ["crop_video", "zoom"]
     assert row["prompt"][0]["content"] == system_prompt(["crop_video", "zoom"])
+    assert row["extra_info"]["reward_preset"] == "csgrpo"  # what compute_score scores the rows with on ToolAgentLoop
+    # the run record of a verl run from these rows (the viewer reads it above OUT/rollouts)
+    record = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert record["command"] == "export-verl" and record["env"]["tools"] == ["crop_video", "zoom"] and record["agent"] == "videoseek"
+    assert record["data_files"][0]["sha256"] and record["parquet"] == [str(tmp_path / "out" / "train.parquet")]
+    assert cli_main(["export-verl", "--data", str(data), "--out", str(tmp_path / "tg"), "--val-fraction", "0", "--reward", "dmgrpo", "--agent", "tool_agent"]) == 0
+    assert pd.read_parquet(tmp_path / "tg" / "train.parquet").iloc[0]["extra_info"]["reward_preset"] == "dmgrpo"
+    from videoseek.viewer.rewardinfo import find_reward_config
+
+    (tmp_path / "tg" / "rollouts").mkdir()  # where verl's trainer.rollout_data_dir dumps go
+    assert find_reward_config(tmp_path / "tg" / "rollouts")[0].preset == "dmgrpo"
     assert cli_main(["export-verl", "--data", str(data), "--out", str(tmp_path / "none"), "--val-fraction", "0", "--tools", ""]) == 0
     row = pd.read_parquet(tmp_path / "none" / "train.parquet").iloc[0]
     assert list(row["extra_info"]["tools"]) == [] and row["prompt"][0]["content"] == system_prompt([])

@@ -99,6 +99,12 @@ def test_summary_pairs_stages_by_sample_and_checks_the_claims(curriculum, tmp_pa
     assert json.loads((tmp_path / "summary.json").read_text()) == summary
     table = learn.markdown_table(summary)
     assert table.count("\n| ") == 5 and "GRPO - SFT" in table and "Sampled at T = 0.8" in table
+    from videoseek.envs.metrics import look_on_rate  # the look-on rate of each stage, from its greedy episodes
+
+    for stage in learn.STAGES:
+        expected = look_on_rate(read_trajectories(tmp_path / "eval" / stage))
+        assert (summary[stage]["look_on"], summary[stage]["look_on_n"]) == (expected.get("look_on"), expected["look_on_n"])
+    assert "Look-on rate" in table
 
     learn.plot_curves(tmp_path / "grpo" / "metrics.jsonl", tmp_path / "sft" / "metrics.jsonl", tmp_path / "curves.png")
     assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

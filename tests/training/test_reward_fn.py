@@ -5,11 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from videoseek.envs.env import EnvConfig, VideoSeekEnv
 from videoseek.envs.sample import DataError
 from videoseek.rewards import RewardConfig, score_episode
 from videoseek.training.verl_plugin.records import (
-    EXTRA_KEY,
     sample_from_extra_info,
     sample_to_json,
     summary_from_dict,
@@ -17,30 +15,7 @@ from videoseek.training.verl_plugin.records import (
 )
 from videoseek.training.verl_plugin.reward_fn import compute_score, episode_from_response
 
-CALL = '<think>look</think><tool_call>{"name": "crop_video", "arguments": {"start": 11.5, "end": 14.0}}</tool_call>'
-
-
-def play(sample, turns, preset="csgrpo"):
-    env = VideoSeekEnv(sample, EnvConfig(initial_frames=4, frames_per_call=4, reward=RewardConfig(preset=preset)))
-    env.reset(seed=0)
-    for text in turns:
-        _, reward, terminated, truncated, _ = env.step(text)
-        if terminated or truncated:
-            break
-    return env, reward
-
-
-def extra_info_for(sample, env, preset="csgrpo", **record):
-    base = {
-        "reward_preset": preset,
-        "reward_config": RewardConfig(preset=preset).model_dump(mode="json"),
-        "episode": summary_to_dict(env.summary()),
-        "tool_calls": {c.tool: sum(d.tool == c.tool for d in env.trajectory.calls) for c in env.trajectory.calls},  # as the loop records it
-        "evidence": env.evidence.snapshot(),
-        "failure": None,
-        "group_reward": None,
-    }
-    return {"index": 0, "sample": sample_to_json(sample), EXTRA_KEY: {**base, **record}}
+from reward_fn_episodes import CALL, extra_info_for, play
 
 
 def test_score_equals_the_env_terminal_reward(index_sample):
@@ -49,7 +24,7 @@ def test_score_equals_the_env_terminal_reward(index_sample):
     assert out["score"] == pytest.approx(env_reward)
     total, components = score_episode(index_sample, env.summary(), RewardConfig(preset="csgrpo"))
     assert out["score"] == pytest.approx(total)
-    assert out["acc"] == 1.0 and out["num_calls"] == 1.0 and out["coverage"] == pytest.approx(1.0)
+    assert out["acc"] == 1.0 and out["calls"] == 1.0 and out["coverage"] == pytest.approx(1.0)
     for name in RewardConfig(preset="csgrpo").component_weights():
         assert out[name] == pytest.approx(components[name])
 
@@ -97,30 +72,20 @@ def test_records_round_trip(index_sample):
 ZOOM = '<think>closer</think><tool_call>{"name": "zoom", "arguments": {"time": 12.5, "box": [0.25, 0.25, 0.75, 0.75]}}</tool_call>'
 
 
-def play_tools(sample, turns, tools):
-    env = VideoSeekEnv(sample, EnvConfig(initial_frames=4, frames_per_call=4, tools=tools))
-    env.reset(seed=0)
-    for text in turns:
-        _, reward, terminated, truncated, _ = env.step(text)
-        if terminated or truncated:
-            break
-    return env, reward
-
-
 def test_zooms_are_scored_and_calls_counted_per_configured_tool(index_sample):
     """A zoom on the key-frame box earns the clue-seek zoom credit through the record as in the env;
     `calls/<tool>` has a key per configured tool (0 for one not called), `calls` counts every accepted call."""
     sample = index_sample.model_copy(update={"key_frames": [{"time": 12.5, "boxes": {"flash": [0.25, 0.25, 0.75, 0.75]}}]})
     sample = type(index_sample).model_validate(sample.model_dump())
-    env, env_reward = play_tools(sample, [CALL, ZOOM, "<think>green</think><answer>B</answer>"], ["crop_video", "zoom"])
+    env, env_reward = play(sample, [CALL, ZOOM, "<think>green</think><answer>B</answer>"], tools=["crop_video", "zoom"])
     summary = env.summary()
     assert summary.zooms == [(12.5, [0.25, 0.25, 0.75, 0.75])]
     assert summary_from_dict(json.loads(json.dumps(summary_to_dict(summary)))) == summary
     record = {"tools": ["crop_video", "zoom"], "tool_calls": {"crop_video": 1, "zoom": 1}}
     out = compute_score("s", "", "B", extra_info_for(sample, env, **record))
     assert out["score"] == pytest.approx(env_reward) and out["clue_seek"] == pytest.approx(env.trajectory.reward_components["clue_seek"])
-    assert (out["calls"], out["calls/crop_video"], out["calls/zoom"], out["num_calls"], out["crop_rate"]) == (2.0, 1.0, 1.0, 1.0, 1.0)
-    quiet, _ = play_tools(sample, ["<think>B</think><answer>B</answer>"], ["crop_video", "zoom"])
+    assert (out["calls"], out["calls/crop_video"], out["calls/zoom"], out["tool_rate/zoom"], out["crop_rate"]) == (2.0, 1.0, 1.0, 1.0, 1.0)
+    quiet, _ = play(sample, ["<think>B</think><answer>B</answer>"], tools=["crop_video", "zoom"])
     none = compute_score("s", "", "B", extra_info_for(sample, quiet, **{**record, "tool_calls": {}}))
     assert none.keys() == out.keys() and (none["calls"], none["calls/zoom"], none["crop_rate"]) == (0.0, 0.0, 0.0)
 

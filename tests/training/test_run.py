@@ -66,6 +66,10 @@ def test_dry_run_composes_validates_and_writes_the_config(tmp_path, tiny, data, 
     loop = yaml.safe_load((out / "agent_loop.yaml").read_text())
     assert loop[0]["_target_"] == "videoseek.training.verl_plugin.agent_loop.VideoSeekAgentLoop" and loop[0]["videoseek"]["reward"]["preset"] == "dmgrpo"
     assert (out / "data" / "train.parquet").is_file() and "verl.trainer.main_ppo" in (out / "command.sh").read_text()
+    # the run record, as the local backend writes it: the viewer reads its reward config above RUN/rollouts
+    record = json.loads((out / "run.json").read_text())
+    assert record["command"] == "grpo" and record["backend"] == "verl" and record["policy"] == f"hf:{tiny}"
+    assert record["env"]["reward"]["preset"] == "dmgrpo" and record["model"]["weights_sha256"] and record["decoding"]["seed"] == 0
 
 
 def test_dry_run_passes_the_tools_to_the_env_rows_and_agent_loop(tmp_path, tiny, data, capsys, monkeypatch):
@@ -74,7 +78,7 @@ def test_dry_run_passes_the_tools_to_the_env_rows_and_agent_loop(tmp_path, tiny,
     import pandas as pd
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     monkeypatch.chdir(root)  # the custom tool by its path relative to the repository, as a user writes it
     out = tmp_path / "run"
     argv = ["--dry-run", "--data", str(data), "--model", str(tiny), "--out", str(out), "--batch-size", "1"]

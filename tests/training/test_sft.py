@@ -94,7 +94,7 @@ def test_an_exported_zoom_and_custom_tool_episode_tokenises_as_its_live_rollout(
 
     _, path = family_model_dir
     samples, *_ = traces
-    tools = ["crop_video", "zoom", f"{Path(__file__).resolve().parents[1] / 'examples' / 'custom_tool.py'}:FrameAtTool"]
+    tools = ["crop_video", "zoom", f"{Path(__file__).resolve().parents[2] / 'examples' / 'custom_tool.py'}:FrameAtTool"]
     recorder = RecordingPolicy(Prober())
     config = ENV.model_copy(update={"tools": tools, "max_turns": 4})
     [trajectory] = run_rollouts(samples[:1], recorder, env_config=config, out_dir=tmp_path / "run", progress=False)

@@ -33,7 +33,7 @@ from videoseek.training.verl_plugin.records import TOOL_AGENT_NAME, TOOL_KEY, sa
 from videoseek.training.verl_plugin.reward_fn import assistant_turns_of  # noqa: E402
 from videoseek.training.verl_plugin.tool_adapter import MAX_TEXT, VideoSeekTool, tool_text  # noqa: E402
 
-TOOL_CONFIGS = Path(__file__).resolve().parents[1] / "training" / "configs" / "tools"
+TOOL_CONFIGS = Path(__file__).resolve().parents[2] / "training" / "configs" / "tools"
 TOOL_CONFIG = TOOL_CONFIGS / "crop_video_tool.yaml"
 WRONG = "<think>No need to look.</think><answer>A</answer>"
 

@@ -1,4 +1,4 @@
-"""Benchmark (not part of the suite: `pytest -m benchmark tests/test_viewer_bench.py -s`).
+"""Benchmark (not part of the suite: `pytest -m benchmark tests/viewer/test_bench.py -s`).
 
 10,000 episodes of real size (copies of the fixture's episodes, about 3 KB a line): how long the
 byte-offset index takes to build, and what a page of the list and one episode cost against

@@ -320,11 +320,11 @@ def test_play_hides_the_answer_key_until_the_answer(page, play4):
     assert call.get_attribute("fill") == "#dbeafe" and "gain" not in call.locator("title").text_content()
     assert page.input_value("#play-think") == ""  # the reasoning box is cleared for the next turn
     assert page.locator("#play-log .assistant").first.inner_text().startswith("<think>the flash is late</think>")
-    # frame captions use the env's own timestamps (Python's rounding: 12.25 -> 12.2, not 12.3)
+    # frame captions use the env's own timestamps, written as the env writes them (`format_seconds`)
     text = page.locator("#play-log .play-turn[data-turn='0'] .observation").inner_text()
     listed = text.split(" at ", 1)[1].rstrip(".").split(", ")
     captions = page.locator("#play-log .play-turn[data-turn='0'] figcaption").all_inner_texts()
-    assert captions == listed and "12.2s" in captions
+    assert captions == listed and "12.25s" in captions
     # a crop past the end is rejected; its label stays inside the timeline
     page.locator("#play-episode details summary").click()
     page.fill("#play-raw", '<tool_call>{"name": "crop_video", "arguments": {"start": 25, "end": 30}}</tool_call>')

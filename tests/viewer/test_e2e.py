@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_viewer_server import get_json, post_json, request
+from viewer_http import get_json, post_json, request
 from videoseek.envs.sample import VideoSample
 from videoseek.viewer.play import PlayManager, find_samples_file
 from videoseek.viewer.server import ViewerApp, serve_in_thread

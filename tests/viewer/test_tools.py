@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 import pytest
-from test_viewer_server import get_json, post_json, request
+from viewer_http import get_json, post_json, request
 from videoseek.envs import EnvConfig, VideoSeekEnv
 from videoseek.envs.sample import write_jsonl
 from videoseek.envs.synth import generate_dataset
@@ -21,9 +21,9 @@ from videoseek.viewer.cli import play_env_config
 from videoseek.viewer.play import PlayManager
 from videoseek.viewer.server import ViewerApp, serve_in_thread
 
-from videoseek.cli import UserError
+from videoseek.envs.errors import UserError
 
-CUSTOM = str(Path(__file__).resolve().parents[1] / "examples" / "custom_tool.py") + ":FrameAtTool"
+CUSTOM = str(Path(__file__).resolve().parents[2] / "examples" / "custom_tool.py") + ":FrameAtTool"
 ZOOM_TOOLS = ["crop_video", "zoom"]
 
 
@@ -315,3 +315,22 @@ def test_verl_dump_lines_rebuild_calls_of_any_tool(tool_run):
     assert frame_at["label"] == "frame_at(time=5)"
     assert all(c["reason"] == "rejected by the env (the reason is not in verl's dump)" for c in ep["calls"] if c["rejected"])
     assert raw["metrics"]["verl"]["notes"] == []
+
+
+def test_verl_dump_replays_the_evidence_with_the_runs_thresholds(index_sample):
+    """A dump's crops are replayed with the duplicate threshold of the reward config the episode
+    was scored with (the agent loop's record holds it), not the default one."""
+    from videoseek.rewards import RewardConfig
+    from videoseek.viewer.verldump import convert_line
+
+    sample = index_sample.model_copy(update={"clue_intervals": [(10.0, 20.0)]})
+    texts = [call("crop_video", start=10.0, end=20.0), call("crop_video", start=10.0, end=17.5), "<answer>B</answer>"]  # tIoU 0.75
+    played = agent_loop_view(sample, ["crop_video"], texts)
+    marks = {}
+    for tiou in (0.7, 0.8):
+        view = json.loads(played["view"])
+        view["record"]["reward_config"] = RewardConfig(clue_seek={"duplicate_tiou": tiou}).model_dump(mode="json")
+        line = {"output": "".join(texts), "score": 1.0, "acc": 1.0, "videoseek_episode": json.dumps(view)}
+        raw = json.loads(convert_line(json.dumps(line).encode(), line, 3, 0, {}))
+        marks[tiou] = [t["call"]["duplicate_of"] for t in raw["turns"] if t["call"]]
+    assert marks == {0.7: [None, 0], 0.8: [None, None]}

@@ -183,7 +183,7 @@ def test_reward_panel_explains_every_total_with_weights_and_gates(app, train_run
     for step in (1, 2):
         for i, raw in enumerate(jsonl(train_run / "rollouts" / f"step_{step:04d}" / "trajectories.jsonl")):
             ex = app.api_episode({"run": [f"A@s{step}"], "i": [str(i)]})["episode"]["reward_explained"]
-            assert ex["known"] and ex["preset"] == "dmgrpo" and ex["source"].endswith("grpo.json")
+            assert ex["known"] and ex["preset"] == "dmgrpo" and ex["source"] == str(train_run / "run.json")  # the run record
             weights = {r["name"]: r["weight"] for r in ex["rows"]}
             assert weights == {k: config.merged_weights().get(k, 0.0) for k in weights}  # reported-only components weigh 0
             assert ex["sum"] == pytest.approx(sum(r["weight"] * raw["reward_components"][r["name"]] for r in ex["rows"] if r["present"]))

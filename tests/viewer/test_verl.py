@@ -21,7 +21,7 @@ from verl.trainer.ppo.reward import extract_reward
 from verl_harness import ANSWER, CROP, make_config
 from videoseek.viewer.server import ViewerApp
 
-from test_training_agent_loop import exported, index_sample_module, run_worker, scripted, tiny_model  # noqa: F401 - fixtures
+from verl_harness import exported, index_sample_module, run_worker, scripted, tiny_model  # noqa: F401 - fixtures
 
 WRONG = "<think>No need to look.</think><answer>A</answer>"
 
@@ -82,7 +82,7 @@ def test_legacy_dump_lines_carry_the_episode_and_rebuild_it(legacy_run, index_sa
     assert ep["turns"][-1]["evidence"]["coverage"] == pytest.approx(record["evidence"]["coverage"])
     assert ep["reward_components"] == pytest.approx(record["reward_components"])
     explained = ep["reward_explained"]
-    assert explained["known"] and explained["source"].endswith("agent_loop.yaml")  # the run's config, not the cache folder's
+    assert explained["known"] and explained["source"].endswith("run.json")  # the run record, not the cache folder's
     assert explained["matches"] is True
     app.close()
 
@@ -261,7 +261,7 @@ def test_a_verl_run_in_the_browser_training_group_and_episode(trainer, request):
             spans = page.locator("svg.timeline rect.call").evaluate_all("els => els.map(e => [Number(e.dataset.start), Number(e.dataset.end)])")
             assert spans == [[11.5, 14.0]]
             assert page.locator("svg.timeline rect.clue").count() == 1
-            assert page.locator("#reward-check").inner_text() == "= Σ"  # the weights of the run's agent_loop.yaml explain the total
+            assert page.locator("#reward-check").inner_text() == "= Σ"  # the weights of the run record explain the total
             page.keyboard.press("ArrowRight")
             page.wait_for_selector(".turn[data-turn='0']")
             observation = page.locator(".turn .observation").inner_text()

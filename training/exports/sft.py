@@ -244,7 +244,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if not 0 <= args.val_fraction < 1:
-        from videoseek.cli import UserError
+        from videoseek.envs.errors import UserError
 
         raise UserError(f"--val-fraction must be in [0, 1), got {args.val_fraction}")
     tools = None if args.tools is None else [t.strip() for t in args.tools.split(",") if t.strip()]

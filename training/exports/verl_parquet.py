@@ -33,10 +33,11 @@ from typing import Any
 import numpy as np
 from PIL import Image
 from videoseek.agents.policy import Message
-from videoseek.agents.prompting import ZERO_WIDTH_SPACE, initial_messages, placeholder_text
+from videoseek.agents.prompting import defang, initial_messages, placeholder_text
 from videoseek.envs.env import EnvConfig, VideoSeekEnv
 from videoseek.envs.sample import DataError, VideoSample, iter_jsonl
 from videoseek.envs.tools import DEFAULT_TOOLS, resolve_tools
+from videoseek.rewards import RewardConfig
 from videoseek.training.verl_plugin.records import AGENT_NAME, TOOL_AGENT_NAME, TOOLS_KEY, sample_to_json
 
 FRAME_QUALITY = 95
@@ -69,21 +70,6 @@ def video_entry(paths: list[str], timestamps: np.ndarray, duration: float, max_p
     return entry
 
 
-# verl's RLHFDataset splits prompt text on these, whatever wrote them.
-VERL_MEDIA_MARKERS = ("<image>", "<video>", "<audio>")
-
-
-def defang_for_verl(text: str) -> str:
-    """`text` with verl's media markers and Qwen's special-token spellings (`<|video_pad|>`, ...)
-    broken by a zero-width space, so a question that mentions them stays text: `<video>` would ask
-    verl's dataset for a second video (AssertionError) and `<|video_pad|>` would reach a processor as
-    a placeholder without frames. The agent loop renders from the sample itself (the renderer
-    defangs special tokens the same way), so this only changes verl's `raw_prompt`."""
-    for marker in VERL_MEDIA_MARKERS:
-        text = text.replace(marker, marker[0] + ZERO_WIDTH_SPACE + marker[1:])
-    return text.replace("<|", "<" + ZERO_WIDTH_SPACE + "|")
-
-
 def placeholder_prompt(messages: list[Message], video_token: str = "<video>") -> list[dict[str, str]]:
     """Messages as verl's text prompt: frames become `video_token` where the renderer puts the video.
 
@@ -91,7 +77,10 @@ def placeholder_prompt(messages: list[Message], video_token: str = "<video>") ->
     """
     out = []
     for m in messages:
-        text = defang_for_verl(m.text)
+        # verl's media markers and Qwen's special-token spellings stay text: `<video>` in a question
+        # would ask verl's dataset for a second video (AssertionError). The agent loop renders from
+        # the sample itself, so this only changes verl's `raw_prompt`.
+        text = defang(m.text)
         content = placeholder_text(m.role, text, m.timestamps, video_token) if m.num_frames else text
         out.append({"role": m.role, "content": content})
     return out
@@ -110,7 +99,8 @@ def export_row(sample: VideoSample, index: int, split: str, env_config: EnvConfi
         videos.append(video_entry(paths, ts, env.duration, env_config.max_pixels))
     sample_json = sample_to_json(sample)
     tools = list(env.tools)  # the configured tools' names, in order
-    extra_info: dict[str, Any] = {"index": index, "split": split, "sample_id": sample.id, "sample": sample_json, TOOLS_KEY: tools}
+    extra_info: dict[str, Any] = {"index": index, "split": split, "sample_id": sample.id, "sample": sample_json, TOOLS_KEY: tools,
+                                  "reward_preset": env_config.reward.preset}  # compute_score's preset on verl's ToolAgentLoop
     if tools:  # (parquet cannot store an empty struct: a no-tool row has no tools_kwargs)
         extra_info["tools_kwargs"] = {name: {"create_kwargs": {"sample": sample_json}} for name in tools}
     return {
@@ -179,19 +169,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the env's tools, comma-separated: registered names or import paths 'package.module:Class' or "
                         "'path/to/file.py:Class' (default: %(default)s; '' for none); the rows get the system prompt of "
                         "these tools and tools_kwargs for each")
+    parser.add_argument("--reward", default=RewardConfig().preset, metavar="PRESET",
+                        help="the reward preset the rows are scored with on verl's ToolAgentLoop (extra_info.reward_preset; "
+                        "VideoSeekAgentLoop's own config wins) and OUT/run.json records")
     parser.add_argument("--agent", choices=[AGENT_NAME, TOOL_AGENT_NAME], default=AGENT_NAME,
                         help="the rows' agent_name: videoseek (VideoSeekAgentLoop, tool frames as video) or tool_agent "
                         "(verl's stock ToolAgentLoop with the VideoSeekTool adapters, tool frames as images; training/configs/tools/)")
 
 
 def run(args: argparse.Namespace) -> int:
-    from videoseek.cli import UserError
+    from videoseek.agents.run_record import run_record, write_run_record
+    from videoseek.envs.errors import UserError
 
     try:
         tools = parse_tools(args.tools)
     except ValueError as exc:
         raise UserError(f"--tools: {exc}") from None
-    config = EnvConfig(initial_frames=args.initial_frames, max_pixels=args.max_pixels, tools=tools)
+    try:
+        reward = RewardConfig(preset=args.reward)
+    except ValueError as exc:
+        raise UserError(f"--reward: {exc.errors()[0]['msg'] if hasattr(exc, 'errors') else exc}") from None
+    config = EnvConfig(initial_frames=args.initial_frames, max_pixels=args.max_pixels, tools=tools, reward=reward)
     samples: list[VideoSample] = []
     for path in args.data:
         samples.extend(iter_jsonl(path))
@@ -199,6 +197,10 @@ def run(args: argparse.Namespace) -> int:
     written = [export_samples(train, args.out, "train", config, agent_name=args.agent)]
     if val:
         written.append(export_samples(val, args.out, "val", config, agent_name=args.agent))
+    # The run record of a verl run trained from these rows (its dumps in OUT/rollouts, as
+    # run_csgrpo.py sets `trainer.rollout_data_dir`, sit one folder below it for the viewer).
+    write_run_record(args.out, run_record("export-verl", {"agent": args.agent, "val_fraction": args.val_fraction, "parquet": [str(p) for p in written]},
+                                          data=args.data, env=config, seed=args.seed))  # fmt: skip
     for path in written:
         print(path)
     return 0

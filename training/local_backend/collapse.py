@@ -1,12 +1,13 @@
-"""Tool-use collapse: per-step tool-call rate, calls per episode and format validity, and a one-time warning.
+"""Tool-use collapse: per-step tool-use numbers, and a one-time warning when the tool-call rate stays low.
 
 Agentic RL can stop calling its tools: the rate of episodes with a tool call falls to zero while
 the reward still looks fine (DeepEyes #55, #83). `tool_use_metrics` gives, over a step's origin
-episodes, `crop_rate` (share of episodes with at least one tool call, whatever the tool; the key
-keeps its name from the one-tool days), `calls_per_episode` (accepted calls of any tool),
-`tool_rate/<tool>` (share of episodes with an accepted call of that tool, for each tool called)
-and `valid_format` (share whose every turn was one unrepaired protocol action, ending with an
-answer), the numbers `videoseek eval` reports (`agents.evaluate.episode_metrics`).
+episodes, the tool-use numbers `videoseek eval`, verl's reward extras and the TRL logs report
+(`videoseek.envs.metrics`, one definition): `crop_rate` (share of episodes with at least one
+accepted call, whatever the tool; the key keeps its name from the one-tool days), `calls`
+(accepted calls of any tool) and `calls/<tool>`, `tool_rate/<tool>` (share of episodes with an
+accepted call of that tool), `invalid_calls`, `valid_format` (share whose every turn was one
+unrepaired protocol action, ending with an answer, not truncated), `turns` and `tokens`.
 `CollapseWatch` warns once when that rate stays below a threshold for N steps in a row.
 `call_push` says which reward term drives the number of calls, before the rate shows it.
 """
@@ -16,7 +17,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
-from videoseek.agents.evaluate import episode_metrics
+from videoseek.envs.metrics import facts_of_trajectory, mean_metrics
 from videoseek.envs.trajectory import Trajectory
 from videoseek.rewards.advantage import term_push
 
@@ -24,20 +25,10 @@ DEFAULT_THRESHOLD = 0.1
 DEFAULT_STEPS = 5
 
 
-def tool_use_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:
-    """Means over the origin episodes that ran (failed ones are counted in `failures` elsewhere); {} without any."""
-    per = [episode_metrics(t) for t in trajectories if t.group.role == "origin" and t.failure is None]
-    if not per:
-        return {}
-    n = len(per)
-    out = {
-        "crop_rate": sum(m["crop_rate"] for m in per) / n,
-        "calls_per_episode": sum(m["calls"] for m in per) / n,
-        "valid_format": sum(m["valid_format"] for m in per) / n,
-    }
-    for name in sorted({k.partition("/")[2] for m in per for k in m if k.startswith("calls/")}):
-        out[f"tool_rate/{name}"] = sum(m.get(f"calls/{name}", 0.0) > 0 for m in per) / n
-    return out
+def tool_use_metrics(trajectories: Sequence[Trajectory], tools: Sequence[str] = ()) -> dict[str, float]:
+    """Means over the origin episodes that ran (failed ones are counted in `failures` elsewhere) of
+    `envs.metrics.metrics_of`, with keys for the configured `tools` and any tool called; {} without any."""
+    return mean_metrics([facts_of_trajectory(t) for t in trajectories if t.group.role == "origin" and t.failure is None], tools)
 
 
 def call_push(trajectories: Sequence[Trajectory], weights: Mapping[str, float], norm_by_std: bool = True) -> dict[str, float]:
@@ -57,7 +48,8 @@ def call_push(trajectories: Sequence[Trajectory], weights: Mapping[str, float], 
         return {}
     total = dict.fromkeys(weights, 0.0)
     for group in groups.values():
-        push = term_push([t.reward_components for t in group], weights, [episode_metrics(t)["calls"] for t in group], norm_by_std=norm_by_std)
+        calls = [float(sum(facts_of_trajectory(t).calls.values())) for t in group]  # accepted calls, as `calls` counts them
+        push = term_push([t.reward_components for t in group], weights, calls, norm_by_std=norm_by_std)
         for k, v in push.items():
             total[k] += v
     return {f"push/calls/{k}": v / n for k, v in total.items()}

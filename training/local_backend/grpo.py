@@ -30,7 +30,7 @@ from verl.trainer.ppo.core_algos import (
     kl_penalty,
 )
 from verl.utils.torch_functional import logprobs_from_logits
-from videoseek.training.verl_plugin.estimators import ESTIMATOR_NAME
+from videoseek.training.verl_plugin.estimators import ESTIMATOR_NAME, TURN_ESTIMATOR_NAME, place_turn_rewards, turn_runs
 
 
 @dataclass
@@ -62,6 +62,7 @@ class UpdateStats:
     token_logprobs: list[list[float]] = field(default_factory=list)
     ref_token_logprobs: list[list[float]] = field(default_factory=list)
     token_entropy: list[list[float]] = field(default_factory=list)
+    turn_advantages: list[list[float]] = field(default_factory=list)  # per episode, the advantage of each turn (its first token)
 
 
 def token_logprobs(model: torch.nn.Module, episode: TokenizedEpisode, device: torch.device | str) -> torch.Tensor:
@@ -118,24 +119,39 @@ def outcome_rewards(rewards: Sequence[float], mask: torch.Tensor) -> torch.Tenso
     return scores
 
 
-def grpo_advantages(rewards: Sequence[float], group_ids: Sequence[str], mask: torch.Tensor, norm_by_std: bool = True) -> torch.Tensor:
-    """Per-token advantages from the registered `videoseek_grpo` estimator (verl's GRPO arithmetic)."""
-    estimator = get_adv_estimator_fn(ESTIMATOR_NAME)
-    adv, _ = estimator(
-        token_level_rewards=outcome_rewards(rewards, mask),
+def grpo_advantages(rewards: Sequence[float], group_ids: Sequence[str], mask: torch.Tensor, norm_by_std: bool = True,
+                    estimator: str = ESTIMATOR_NAME, turn_rewards: Sequence[Sequence[float]] | None = None,
+                    turn_weight: float | None = None) -> torch.Tensor:  # fmt: skip
+    """Per-token advantages from a registered estimator: `videoseek_grpo` (verl's GRPO arithmetic,
+    trajectory level) or `videoseek_turn_grpo` (turn level: `turn_rewards` per episode and turn,
+    placed on each turn's first token as verl's agent loop places them, `estimators.place_turn_rewards`)."""
+    token_rewards = outcome_rewards(rewards, mask)
+    config: dict[str, Any] = {"norm_adv_by_std_in_grpo": norm_by_std}
+    if estimator == TURN_ESTIMATOR_NAME:
+        if turn_rewards is None or len(turn_rewards) != len(rewards):
+            raise ValueError(f"{TURN_ESTIMATOR_NAME} needs the turn rewards of every episode")
+        for i, per_turn in enumerate(turn_rewards):
+            place_turn_rewards(token_rewards[i], mask[i], per_turn)
+        if turn_weight is not None:
+            config["videoseek_turn_weight"] = float(turn_weight)
+    adv, _ = get_adv_estimator_fn(estimator)(
+        token_level_rewards=token_rewards,
         response_mask=mask,
         index=np.asarray(group_ids, dtype=object),
-        config={"norm_adv_by_std_in_grpo": norm_by_std},
+        config=config,
     )
     return adv
 
 
 def batch_logprobs(model: torch.nn.Module, episodes: Sequence[TokenizedEpisode], device: torch.device | str,
-                   with_entropy: bool = False, temperature: float = 1.0) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+                   with_entropy: bool = False, temperature: float = 1.0, shared: Any = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """(B, max_len-1) log-probabilities aligned with `response_mask_of`: computed on the policy's
-    tokens only (`masked_token_logprobs`), 0 elsewhere (every loss multiplies by the mask)."""
+    tokens only (`masked_token_logprobs`), 0 elsewhere (every loss multiplies by the mask).
+    `shared`: a `vision_cache.shared_vision` state, told which episode each forward reads."""
     rows, entropies = [], []
-    for e in episodes:
+    for k, e in enumerate(episodes):
+        if shared is not None:
+            shared.episode = k
         where = torch.nonzero(e.loss_mask[1:]).flatten().to(device)
         picked, entropy = masked_token_logprobs(model, e, device, with_entropy=True, temperature=temperature)
         for values, out in ((picked, rows), (entropy, entropies)):
@@ -155,6 +171,11 @@ def grpo_update(
     norm_by_std: bool = True,
     temperature: float = 1.0,
     record_tokens: bool = False,
+    estimator: str = ESTIMATOR_NAME,
+    turn_rewards: Sequence[Sequence[float]] | None = None,
+    turn_weight: float | None = None,
+    no_loss: Sequence[bool] | None = None,
+    vision_reuse: bool = False,
 ) -> UpdateStats:
     """One on-policy GRPO step over `episodes` (one mini-batch, one PPO epoch, as GRPO does).
 
@@ -163,15 +184,34 @@ def grpo_update(
     is the rollout's sampling temperature (policy and reference log-probs use it, as in verl).
     `record_tokens` also returns each episode's per-token log-probs and entropies (for the
     viewer's token view); it reads the tensors the update computes anyway and changes nothing.
+    `estimator` / `turn_rewards` / `turn_weight`: see `grpo_advantages`. `no_loss` (per episode):
+    episodes that contribute no loss and no baseline, their mask zeroed before the estimator as a
+    failed episode's is (over-turn masking, Mini-o3: an episode cut by the turn limit).
+    `vision_reuse`: the reference and policy forwards share the frozen vision tower's output per
+    episode (`vision_cache.shared_vision`; exact, the same call on the same input).
     """
     mask = response_mask_of(episodes).to(device)
-    advantages = grpo_advantages(rewards, group_ids, mask.cpu(), norm_by_std).to(device)
+    if no_loss is not None:
+        mask = mask * torch.tensor([0.0 if skip else 1.0 for skip in no_loss], device=mask.device).unsqueeze(1)
+    advantages = grpo_advantages(rewards, group_ids, mask.cpu(), norm_by_std, estimator, turn_rewards, turn_weight).to(device)
+    if vision_reuse and reference is not None:
+        from videoseek.training.local_backend.vision_cache import shared_vision
+
+        with shared_vision(policy, reference) as shared:
+            return _update(policy, reference, optimizer, episodes, mask, advantages, actor_config, device, temperature, record_tokens, shared)
+    return _update(policy, reference, optimizer, episodes, mask, advantages, actor_config, device, temperature, record_tokens)
+
+
+def _update(policy: torch.nn.Module, reference: torch.nn.Module | None, optimizer: torch.optim.Optimizer,
+            episodes: Sequence[TokenizedEpisode], mask: torch.Tensor, advantages: torch.Tensor, actor_config: Any,
+            device: torch.device | str, temperature: float, record_tokens: bool, shared: Any = None) -> UpdateStats:  # fmt: skip
+    """The loss and optimizer step of `grpo_update`, given the mask and the per-token advantages."""
     policy.eval()  # dropout off: the log-probs are those the policy sampled with
     with torch.no_grad():
-        ref_logprobs = batch_logprobs(reference, episodes, device, temperature=temperature) if reference is not None else None
+        ref_logprobs = batch_logprobs(reference, episodes, device, temperature=temperature, shared=shared) if reference is not None else None
 
     optimizer.zero_grad(set_to_none=True)
-    new_logprobs, entropy = batch_logprobs(policy, episodes, device, with_entropy=True, temperature=temperature)
+    new_logprobs, entropy = batch_logprobs(policy, episodes, device, with_entropy=True, temperature=temperature, shared=shared)
     # One on-policy update of the whole batch (GRPO: one mini-batch, one epoch): the "old" policy
     # is this very policy, so its log-probs are the new ones detached (verl recomputes them in a
     # separate pass, which gives the same numbers; the ratio starts at exactly 1).
@@ -214,5 +254,6 @@ def grpo_update(
         policy_tokens=int(mask.sum()),
         entropy=float(agg_loss(entropy, mask, "token-mean")),
         advantages=[float(advantages[i, first_policy_token[i]]) for i in range(len(episodes))],
+        turn_advantages=[[float(advantages[i, start]) for start, _ in turn_runs(mask[i])] for i in range(len(episodes))],
         **per_token,
     )

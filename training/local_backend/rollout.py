@@ -14,12 +14,14 @@ generated: each assistant turn's sampled ids, including `<|im_end|>` only when t
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
+from videoseek.agents.groups import turn_rewards_of
 from videoseek.agents.policy import Message, Policy, PolicyInput, PolicyOutput
 from videoseek.envs.trajectory import Trajectory
 from videoseek.rewards import group_stats
@@ -76,12 +78,15 @@ class TrainingBatch:
     episodes: list[TokenizedEpisode]
     rewards: list[float]
     group_ids: list[str]
+    turn_rewards: list[list[float]] = dataclasses.field(default_factory=list)  # per episode and turn (`agents.groups.turn_rewards_of`)
+    truncated: list[bool] = dataclasses.field(default_factory=list)  # cut by a budget (over-turn masking leaves them out)
 
 
 def training_batch(trajectories: Sequence[Trajectory], recorder: RecordingPolicy, renderer: Any,
-                   groups: Sequence[str] | None = None) -> TrainingBatch:  # fmt: skip
+                   groups: Sequence[str] | None = None, reward_config: Any = None) -> TrainingBatch:  # fmt: skip
     """Origin episodes that ran (no failure) with a recorded conversation, of `groups` only when
-    given (dynamic sampling); perturbed episodes only shaped rewards."""
+    given (dynamic sampling); perturbed episodes only shaped rewards. With `reward_config`, each
+    episode's turn rewards too (turn-level credit)."""
     kept = [t for t in trajectories if t.group.role == "origin" and not t.failure and t.episode_id in recorder.conversations
             and (groups is None or t.group.id in groups)]  # fmt: skip
     return TrainingBatch(
@@ -89,6 +94,8 @@ def training_batch(trajectories: Sequence[Trajectory], recorder: RecordingPolicy
         episodes=[tokenize_episode(renderer, recorder.conversations[t.episode_id]) for t in kept],
         rewards=[float(t.reward) for t in kept],
         group_ids=[t.group.id for t in kept],
+        turn_rewards=[turn_rewards_of(t.turns, reward_config) for t in kept] if reward_config is not None else [],
+        truncated=[bool(t.truncated) for t in kept],
     )
 
 
@@ -115,8 +122,9 @@ def varied_groups(trajectories: Sequence[Trajectory]) -> tuple[list[str], int]:
 
 
 def rollout_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:
-    """Means over origin episodes: reward, each reward component, accuracy, coverage, accepted calls
-    (`calls`: of any tool; `calls/<tool>`: of each tool called in the step), turns."""
+    """Means over origin episodes: reward, each reward component, accuracy, coverage; failures (a
+    count). The tool-use numbers (calls, calls per tool, crop_rate, valid_format, turns, ...) are
+    `collapse.tool_use_metrics`'s, defined in `videoseek.envs.metrics`."""
     origin = [t for t in trajectories if t.group.role == "origin"]
     if not origin:
         return {}
@@ -124,12 +132,8 @@ def rollout_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:
         "reward": float(np.mean([t.reward for t in origin])),
         "accuracy": float(np.mean([t.accuracy or 0.0 for t in origin])),
         "coverage": float(np.mean([float(t.metrics.get("coverage", 0.0)) for t in origin])),
-        "calls": float(np.mean([len(t.calls) for t in origin])),
-        "turns": float(np.mean([len(t.turns) for t in origin])),
         "failures": float(sum(1 for t in origin if t.failure)),
     }
-    for tool in sorted({c.tool for t in origin for c in t.calls}):
-        out[f"calls/{tool}"] = float(np.mean([sum(c.tool == tool for c in t.calls) for t in origin]))
     names = sorted({k for t in origin for k in t.reward_components})
     for name in names:
         out[f"reward/{name}"] = float(np.mean([t.reward_components.get(name, 0.0) for t in origin]))
@@ -215,6 +219,10 @@ def step_record(step: int, batch: TrainingBatch, stats: Any, tokenizer: Any, rew
             "group_mean": g.get("mean"), "group_std": g.get("std"), "tokens": counts,
             "segments": [{"kind": kind, "n": stop - start} for kind, start, stop in segments],
         })  # fmt: skip
+        turn_adv = getattr(stats, "turn_advantages", None) or []
+        if batch.turn_rewards and i < len(turn_adv):  # turn-level credit: each turn's reward and advantage
+            episodes[-1]["turn_rewards"] = batch.turn_rewards[i]
+            episodes[-1]["turn_advantages"] = _round(turn_adv[i])
         if not record_tokens:
             continue
         per_token = {name: (getattr(stats, name, None) or [None] * len(batch.episodes))[i]

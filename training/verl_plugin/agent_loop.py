@@ -72,6 +72,8 @@ from verl.experimental.agent_loop.agent_loop import (
 )
 from videoseek.agents.families import vllm_prompt_ids
 from videoseek.agents.groups import (
+    episode_env_config,
+    turn_rewards_of,
     EpisodePlan,
     continuation_id,
     continuation_prefixes,
@@ -100,12 +102,14 @@ from videoseek.envs.sample import VideoSample
 from videoseek.envs.trajectory import Trajectory
 from videoseek.rewards import EpisodeSummary, RewardConfig
 from videoseek.training.verl_plugin.episode_dump import dump_key, episode_dump
-from videoseek.training.verl_plugin.group import GroupCoordinator
+from videoseek.envs.metrics import facts_of_trajectory
+from videoseek.training.verl_plugin.group import GroupCoordinator, StepToolUse
 from videoseek.training.verl_plugin.positions import align_positions
 from videoseek.training.verl_plugin.records import (
     AGENT_NAME,
     EXTRA_KEY,
     episode_view,
+    loop_call_fields,
     sample_from_extra_info,
     summary_to_dict,
 )
@@ -130,6 +134,9 @@ class LoopOptions(BaseModel):
     seed: int = Field(default=0, description="the run's seed: with the training step it decides episode seeds and mask patterns (agents.groups)")
     min_pixels: int | None = None
     max_pixels: int | None = None
+    turn_rewards: bool = Field(default=False, description="place each turn's reward on its first token (the videoseek_turn_grpo estimator reads them)")
+    over_turn_mask: bool = Field(default=False, description="Mini-o3's over-turn masking: an episode cut by a budget contributes no loss")
+    initial_frames: list[int] = Field(default_factory=list, description="frame-budget gating: each episode's initial frames drawn from these (agents.groups.episode_env_config)")
 
 
 @dataclass
@@ -151,6 +158,21 @@ class EpisodeResult:
     metrics: dict[str, float] = field(default_factory=dict)
     server_fields: dict[str, Any] = field(default_factory=dict)  # the server outputs' extra_fields, merged
     trajectory: Trajectory | None = None  # the env's own record of the episode (what every path writes)
+
+
+class TurnRewardOutput(AgentLoopOutput):
+    """An episode whose turn rewards (`extra_fields["videoseek"]["turn_rewards"]`) verl's
+    `rm_scores` carries on each turn's first token, beside the episode reward verl puts on the
+    last token: the layout `videoseek_turn_grpo` reads (`estimators.place_turn_rewards`)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        from videoseek.training.verl_plugin.estimators import place_turn_rewards
+
+        out = super().as_dict()
+        rewards = (out.get("extra_fields", {}).get(EXTRA_KEY) or {}).get("turn_rewards")
+        if rewards and "rm_scores" in out:
+            place_turn_rewards(out["rm_scores"], out["response_mask"], rewards)
+        return out
 
 
 # Per-turn counters verl's servers report in `extra_fields` and verl's ToolAgentLoop sums over turns.
@@ -200,6 +222,16 @@ class VideoSeekAgentLoop(AgentLoopBase):
     """A VideoSeek episode (and, for group presets, its group's perturbed episodes) per trajectory."""
 
     groups = GroupCoordinator()  # one per worker process: the sessions of a uid meet here
+    step_tool_use: StepToolUse | None = None  # one per worker process, made on first use (`tool_use`)
+
+    def tool_use(self) -> StepToolUse:
+        """This worker's per-step tool-use aggregate (`group.StepToolUse`), written beside the episode dump when there is one."""
+        if type(self).step_tool_use is None:
+            import os
+
+            sink = self.episode_dump.folder.parent / f"videoseek_tool_use.{os.getpid()}.jsonl" if self.episode_dump is not None else None
+            type(self).step_tool_use = StepToolUse([s["function"]["name"] for s in self.tool_schemas], sink=sink, log=logger)
+        return type(self).step_tool_use
 
     def __init__(self, *args: Any, videoseek: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         kwargs.pop("tools", None)  # verl passes its ToolAgentLoop tool list; this loop's tools are the env's (EnvConfig.tools)
@@ -264,7 +296,7 @@ class VideoSeekAgentLoop(AgentLoopBase):
             perturbed_task = self.groups.start_perturbed(group, lambda n: self._perturbed_groups(sample, sampling_params, kinds, n, step, uid))
         try:
             result = await self._episode(sample, sampling_params, plan)
-            if "process_thinker" in config.component_weights() and result.failure is None:
+            if config.needs_continuations() and result.failure is None:
                 rates = await self._success_rates(sample, result.messages, sampling_params, plan, step)
                 if rates is not None:
                     result.summary = dataclasses.replace(result.summary, metadata={**result.summary.metadata, "success_rates": rates})
@@ -275,6 +307,10 @@ class VideoSeekAgentLoop(AgentLoopBase):
 
         self._fill_weight_versions(result.server_fields, kwargs.get("global_steps"))
         record = self._record(sample, result, plan)
+        # The per-step tool-use aggregate and collapse warning (group.StepToolUse), of training episodes:
+        # verl passes the loop no validation flag; its validation decodes greedily (val_kwargs), training samples.
+        if result.failure is None and float(sampling_params.get("temperature", 1.0) or 0.0) > 0:
+            self.tool_use().add(step, facts_of_trajectory(result.trajectory))
         if not kinds or result.failure is not None:
             self.groups.leave(group, session)
         else:
@@ -332,7 +368,9 @@ class VideoSeekAgentLoop(AgentLoopBase):
         """Play one planned episode against the server; see the module docstring for the token layout."""
         loop = asyncio.get_running_loop()
         episode_id = plan.episode_id
-        env = await loop.run_in_executor(None, lambda: VideoSeekEnv(sample, self.env_config))
+        # share_frames: the episodes on one video hold one read-only copy of the frames they all see.
+        env_config = episode_env_config(self.env_config, plan.seed, self.options.initial_frames)  # frame-budget gating
+        env = await loop.run_in_executor(None, lambda: VideoSeekEnv(sample, env_config, share_frames=True))
         options = {"perturbation": plan.perturbation, "episode_id": episode_id, "policy": "verl",
                    "group": {"id": plan.group_id, "index": plan.index}}  # fmt: skip
         obs, info = await loop.run_in_executor(None, lambda: env.reset(seed=plan.seed, options=options))
@@ -383,6 +421,8 @@ class VideoSeekAgentLoop(AgentLoopBase):
                 # A turn cut before vision markup is an invalid turn: it costs a turn and counts for the penalties.
                 action = Invalid("the policy wrote vision markup (<|vision_start|>, <|video_pad|>, ...)") if cut else text
                 obs, _, terminated, truncated, _ = await loop.run_in_executor(None, lambda action=action: env.step(action))
+                # as run_rollouts records a turn's tokens (the `tokens` metric, envs.metrics)
+                env.trajectory.turns[-1].tokens = {"prompt": len(ids) - len(generated), "completion": len(generated)}
                 if terminated or truncated or cut:
                     ended_by = "vision_token" if cut else "env"
                     metrics["tool_calls"] += time.perf_counter() - t0
@@ -558,11 +598,9 @@ class VideoSeekAgentLoop(AgentLoopBase):
     # ---- output ------------------------------------------------------------------------------
     def _record(self, sample: VideoSample, result: EpisodeResult, plan: EpisodePlan) -> dict[str, Any]:
         """What `compute_score` and the logs read (`records.py`): the episode, its calls (the retrieved
-        spans, the accepted calls per tool and the env's tools), evidence and rewards."""
+        spans, the accepted calls per tool and the env's tools), its `EpisodeFacts` (the tool-use
+        metrics' input, `records.loop_call_fields`), evidence and rewards."""
         total, components = self._record_reward(sample, result)
-        per_tool: dict[str, int] = {}
-        for call in result.trajectory.calls if result.trajectory is not None else []:
-            per_tool[call.tool] = per_tool.get(call.tool, 0) + 1
         return {
             "sample_id": sample.id,
             "episode_id": plan.episode_id,
@@ -571,8 +609,7 @@ class VideoSeekAgentLoop(AgentLoopBase):
             "reward_config": self.options.reward.model_dump(mode="json"),
             "episode": summary_to_dict(result.summary),
             "calls": [[float(s), float(e)] for s, e in result.summary.calls],
-            "tool_calls": per_tool,
-            "tools": [schema["function"]["name"] for schema in self.tool_schemas],
+            **loop_call_fields(result.trajectory, [schema["function"]["name"] for schema in self.tool_schemas]),
             "evidence": result.evidence,
             "reward": float(total),
             "reward_components": {k: float(v) for k, v in components.items()},
@@ -592,7 +629,13 @@ class VideoSeekAgentLoop(AgentLoopBase):
             response_ids, response_mask = [self.end_of_turn_id], [0]
             logprobs = [0.0] if logprobs is not None else None
         multi_modal_data = {"videos": result.videos} if result.videos else {}
-        return AgentLoopOutput(
+        if self.options.over_turn_mask and result.summary.truncated:  # Mini-o3: no loss, no baseline (as a failure)
+            response_mask = [0] * len(response_mask)
+        output_class = AgentLoopOutput
+        if self.options.turn_rewards:  # the turn rewards ride on rm_scores (estimators.place_turn_rewards)
+            record["turn_rewards"] = turn_rewards_of(result.trajectory.turns, self.options.reward) if any(response_mask) else []
+            output_class = TurnRewardOutput
+        return output_class(
             prompt_ids=result.prompt_ids,
             response_ids=response_ids,
             response_mask=response_mask,

@@ -122,6 +122,27 @@ def write_agent_loop_yaml(spec: TrainSpec) -> Path:
     return path
 
 
+def spec_env_config(spec: TrainSpec) -> Any:
+    """The `EnvConfig` every episode of the run plays: the spec's env fields and its reward config."""
+    from videoseek.envs.env import EnvConfig
+    from videoseek.rewards import RewardConfig
+
+    return EnvConfig(**spec.env, reward=RewardConfig(preset=spec.reward, **spec.reward_params))
+
+
+def write_spec_run_record(spec: TrainSpec, backend: str, fields: dict[str, Any], data: list[str | os.PathLike[str]],
+                          determinism: dict[str, Any] | None = None) -> Path:  # fmt: skip
+    """RUN/run.json of a training run on either backend (`videoseek.agents.run_record`): the env and
+    reward config, the policy (the starting model), group and batch sizes, decoding and hashes."""
+    from videoseek.agents.run_record import run_record, write_run_record
+
+    head = {"backend": backend, "group_size": spec.group_size, "batch_size": spec.batch_size, "steps": spec.steps}
+    decoding = {"seed": spec.seed, "temperature": spec.temperature, "top_p": 1.0, "top_k": None, "max_new_tokens": spec.max_turn_tokens}
+    record = run_record("grpo", {**head, **fields, "determinism": determinism}, data=list(data), env=spec_env_config(spec),
+                        policy=f"hf:{spec.model}", seed=spec.seed, model=spec.model, decoding=decoding)  # fmt: skip
+    return write_run_record(spec.run_dir, record)
+
+
 def verl_overrides(spec: TrainSpec, agent_loop_path: str | os.PathLike[str]) -> list[str]:
     """The hydra overrides for `verl.trainer.main_ppo` (ready-config and CLI overrides applied last)."""
     run = spec.run_dir

@@ -16,10 +16,22 @@ a group of one, pushing up whatever that lone rollout did). Otherwise the result
 
 `norm_adv_by_std_in_grpo` is read from the algorithm config because verl passes custom
 estimators only `token_level_rewards`, `response_mask`, `index` and `config`.
+
+`videoseek_turn_grpo` (issue 37): turn-level credit, `rewards.advantage.turn_advantages` per
+token. A turn is a run of 1s in `response_mask` (the agent loop masks every tool turn 0 between
+two assistant turns; the local backend's loss mask has the same runs). The only per-row channel
+verl gives an estimator is `token_level_rewards`, so the turn rewards travel there: each turn's
+reward sits on the turn's first token and the episode reward where verl puts it (the last
+response token; the local backend: the last policy token) - `place_turn_rewards` writes that
+layout (the agent loop's `TurnRewardOutput.as_dict`, the local backend's `grpo_update`),
+`read_turn_rewards` reads it back (outcome = row sum − turn rewards, in float64, exact). A turn of
+one token holds no turn reward (no accepted call fits in one token), so it never collides with
+the outcome. verl's reported `critic/score` is then the row sum, outcome plus turn rewards.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -87,19 +99,126 @@ def compute_videoseek_grpo_advantage(
     return advantages, advantages
 
 
-def register() -> None:
-    """Register `videoseek_grpo` (idempotent).
+# ---- turn-level credit ------------------------------------------------------------------------
+TURN_ESTIMATOR_NAME = "videoseek_turn_grpo"
+TURN_WEIGHT_KEY = "videoseek_turn_weight"  # optional algorithm key (`+algorithm.videoseek_turn_weight=0.5`): λ
+
+
+def turn_runs(mask_row: torch.Tensor) -> list[tuple[int, int]]:
+    """(start, stop) of each run of 1s in one row of a response mask: the row's assistant turns.
+
+    >>> turn_runs(torch.tensor([0, 1, 1, 0, 0, 1, 0, 1]))
+    [(1, 3), (5, 6), (7, 8)]
+    """
+    m = (mask_row > 0).to(torch.int8).cpu()
+    edges = torch.diff(torch.cat([torch.zeros(1, dtype=torch.int8), m, torch.zeros(1, dtype=torch.int8)]))
+    starts = torch.nonzero(edges == 1).flatten().tolist()
+    stops = torch.nonzero(edges == -1).flatten().tolist()
+    return list(zip(starts, stops))
+
+
+def place_turn_rewards(row: torch.Tensor, mask_row: torch.Tensor, turn_rewards: Sequence[float]) -> torch.Tensor:
+    """Add each turn's reward on the first token of its run in `row` (in place; returns `row`).
+
+    `turn_rewards` are per assistant turn in order; trailing turns beyond the runs (a last turn
+    with no kept token) must be 0. A rewarded turn must have at least two tokens. A row without
+    policy tokens (a failed or over-turn-masked episode) gets none: it trains on nothing.
+    """
+    runs = turn_runs(mask_row)
+    if not runs:
+        return row
+    extra = list(turn_rewards)[len(runs):]
+    if any(extra):
+        raise ValueError(f"{len(turn_rewards)} turn rewards but {len(runs)} turns with tokens in the mask, and a reward on a turn without one")
+    for (start, stop), r in zip(runs, turn_rewards):
+        if r:
+            if stop - start < 2:
+                raise ValueError(f"a rewarded turn needs two tokens or more (turn at {start} has {stop - start})")
+            row[start] += float(r)
+    return row
+
+
+def read_turn_rewards(row: torch.Tensor, mask_row: torch.Tensor) -> tuple[float, list[float]]:
+    """(episode reward, per-turn rewards) of one row laid out by `place_turn_rewards`.
+
+    >>> mask = torch.tensor([0, 1, 1, 0, 1, 1, 1, 0])
+    >>> row = place_turn_rewards(torch.zeros(8), mask, [1.0, 0.0]); row[-1] += 0.25
+    >>> read_turn_rewards(row, mask)
+    (0.25, [1.0, 0.0])
+    """
+    values = row.detach().double().cpu()
+    turns = [float(values[start]) if stop - start >= 2 else 0.0 for start, stop in turn_runs(mask_row)]
+    return float(values.sum()) - sum(turns), turns
+
+
+def _turn_weight(config: Any, default: float) -> float:
+    if config is None:
+        return default
+    getter = getattr(config, "get", None)
+    value = getter(TURN_WEIGHT_KEY, default) if getter is not None else getattr(config, TURN_WEIGHT_KEY, default)
+    return float(default if value is None else value)
+
+
+def compute_videoseek_turn_grpo_advantage(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: np.ndarray,
+    epsilon: float = 1e-6,
+    norm_adv_by_std_in_grpo: bool | None = None,
+    config: Any = None,
+    turn_weight: float | None = None,
+    **unused: Any,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Turn-level GRPO: on each token of turn t of row i, Â_i + λ·(G_{i,t} − mean G)/(std G + ε)
+    (`rewards.advantage.turn_advantages`, which states the formula and its sources).
+
+    Â_i is `compute_videoseek_grpo_advantage` of the rows' episode rewards (so with no turn
+    rewards in a group this estimator equals `videoseek_grpo` exactly); the turn term is
+    `rewards.advantage.turn_terms` over the turns of the rows with policy tokens, grouped by
+    `index`. λ: `turn_weight`, else the algorithm config's `videoseek_turn_weight`, else 1.
+    """
+    from videoseek.rewards.advantage import TURN_WEIGHT, turn_terms
+
+    norm = _norm_by_std(config) if norm_adv_by_std_in_grpo is None else bool(norm_adv_by_std_in_grpo)
+    weight = _turn_weight(config, TURN_WEIGHT) if turn_weight is None else float(turn_weight)
+    outcome_rewards = torch.zeros_like(token_level_rewards, dtype=torch.float32)
+    rows = rows_with_model_tokens(response_mask).tolist()
+    turns: list[list[float]] = []
+    for i in rows:
+        outcome, per_turn = read_turn_rewards(token_level_rewards[i], response_mask[i])
+        last = int(torch.nonzero(response_mask[i] > 0).flatten()[-1])
+        outcome_rewards[i, last] = outcome
+        turns.append(per_turn)
+    advantages, _ = compute_videoseek_grpo_advantage(outcome_rewards, response_mask, index, epsilon, norm, config)
+    if rows:
+        kept_index = [str(g) for g in np.asarray(index, dtype=object)[rows]]
+        terms = turn_terms(turns, kept_index, weight, epsilon, norm)
+        for i, row_terms in zip(rows, terms):
+            for (start, stop), term in zip(turn_runs(response_mask[i]), row_terms):
+                advantages[i, start:stop] += float(term)
+        advantages = advantages * (response_mask > 0).to(advantages.dtype)
+    return advantages, advantages
+
+
+def _register(name: str, fn: Any) -> None:
+    """Register `fn` under `name` (idempotent).
 
     verl refuses a second, different function under one name; a reload of this module (same
     qualified name) replaces the entry instead of failing.
     """
-    existing = ADV_ESTIMATOR_REGISTRY.get(ESTIMATOR_NAME)
-    if existing is compute_videoseek_grpo_advantage:
+    existing = ADV_ESTIMATOR_REGISTRY.get(name)
+    if existing is fn:
         return
-    if existing is not None and getattr(existing, "__qualname__", "") == compute_videoseek_grpo_advantage.__qualname__:
-        ADV_ESTIMATOR_REGISTRY[ESTIMATOR_NAME] = compute_videoseek_grpo_advantage
+    if existing is not None and getattr(existing, "__qualname__", "") == fn.__qualname__:
+        ADV_ESTIMATOR_REGISTRY[name] = fn
         return
-    register_adv_est(ESTIMATOR_NAME)(compute_videoseek_grpo_advantage)
+    register_adv_est(name)(fn)
+
+
+def register() -> None:
+    """Register `videoseek_grpo` and `videoseek_turn_grpo` (idempotent)."""
+    _register(ESTIMATOR_NAME, compute_videoseek_grpo_advantage)
+    _register(TURN_ESTIMATOR_NAME, compute_videoseek_turn_grpo_advantage)
 
 
 register()

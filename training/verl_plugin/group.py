@@ -143,3 +143,67 @@ class GroupCoordinator:
 
 def _order(session: Any) -> tuple[int, Any]:
     return (0, session) if isinstance(session, int) else (1, str(session))
+
+
+# ---- the per-step tool-use aggregate and the collapse warning, verl side ------------------------
+class StepToolUse:
+    """Per training step, the tool-use numbers of the episodes this worker process played, and the
+    collapse warning the local backend prints (`local_backend.collapse.CollapseWatch`).
+
+    verl's v1 trainer reduces no custom per-episode value to a step metric (its `reward_extra_info`
+    reaches the rollout dumps, not the step's metrics), and adding one would mean changing its
+    trainer. The agent loop is where every episode passes, with its step (`global_steps`): it
+    reports each episode's `EpisodeFacts` here (`add`), and a step is complete when an episode of a
+    later step arrives (the synchronous v1 trainer plays step N+1 only after training on step N).
+    A complete step gives one row, `{"step", "episodes", **envs.metrics.mean_metrics}` (the keys the
+    local backend's metrics.jsonl has: calls, calls/<tool>, crop_rate, tool_rate/<tool>,
+    invalid_calls, valid_format, turns, tokens), logged on the worker's logger, appended to `sink`
+    (a JSONL file: rollout_data_dir/videoseek_tool_use.<pid>.jsonl, beside verl's dumps), and
+    fed to the collapse watch, whose warning is logged once. With several agent-loop workers each
+    aggregates its own share of the step's episodes (verl spreads prompts evenly over them).
+    The last step is never followed by a later one: `flush()` writes what is pending.
+    """
+
+    def __init__(self, tools: list[str], threshold: float = 0.1, steps: int = 5, sink: Any = None, log: Any = None) -> None:
+        from videoseek.training.local_backend.collapse import CollapseWatch
+
+        self.tools = list(tools)
+        self.watch = CollapseWatch(threshold, steps, tools=self.tools)
+        self.sink = sink
+        self.log = log
+        self.pending: dict[int, list[Any]] = {}
+        self.rows: list[dict[str, Any]] = []
+        self.warnings: list[str] = []
+
+    def add(self, step: int, facts: Any) -> list[dict[str, Any]]:
+        """Count one episode of `step`; returns the rows of the earlier steps this completes."""
+        done = [self._row(s) for s in sorted(k for k in self.pending if k < step)]
+        self.pending.setdefault(int(step), []).append(facts)
+        return done
+
+    def flush(self) -> list[dict[str, Any]]:
+        """The rows of every pending step (the run ended)."""
+        return [self._row(s) for s in sorted(self.pending)]
+
+    def _row(self, step: int) -> dict[str, Any]:
+        import json
+        from pathlib import Path
+
+        from videoseek.envs.metrics import mean_metrics
+
+        facts = self.pending.pop(step)
+        row = {"step": step, "episodes": len(facts), **mean_metrics(facts, self.tools)}
+        self.rows.append(row)
+        if self.log is not None:
+            self.log.info("videoseek tool use, step %d: %s", step, " ".join(f"{k}={v:.4g}" for k, v in row.items() if k != "step"))
+        if self.sink is not None:
+            path = Path(self.sink)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps(row) + "\n")
+        warning = self.watch.update(step, row.get("crop_rate"))
+        if warning:
+            self.warnings.append(warning)
+            if self.log is not None:
+                self.log.warning("videoseek: %s", warning)
+        return row

@@ -14,7 +14,11 @@ through TransferQueue), so everything here is plain JSON-able Python.
 - Both records count the accepted calls of each tool (`tool_calls`: name -> count); the agent
   loop's record names the env's tools (`tools`), and rows from `export-verl` the tools they were
   exported for (`extra_info["tools"]`), so the reward extras hold one `calls/<tool>` key per
-  configured tool whether or not an episode called it (`call_counts`).
+  configured tool whether or not an episode called it.
+- The reward extras' tool-use numbers are `videoseek.envs.metrics`'s, from each record's
+  `EpisodeFacts`: the agent loop has the env's `Trajectory` and puts its facts in the record
+  (`loop_call_fields`, read back by `record_facts`); on the `ToolAgentLoop` they are made from the
+  adapters' record and the decoded turns (`tool_record_facts`).
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ import json
 from dataclasses import asdict
 from typing import Any
 
+from videoseek.envs.metrics import EpisodeFacts, facts_of_trajectory, facts_of_turns
 from videoseek.envs.sample import DataError, VideoSample
+from videoseek.envs.trajectory import Trajectory
 from videoseek.rewards import EpisodeSummary
 
 EXTRA_KEY = "videoseek"
@@ -44,14 +50,34 @@ def new_tool_record() -> dict[str, Any]:
     return {"calls": [], "zooms": [], "tool_calls": {}, "invalid_calls": 0, "frames": 0}
 
 
-def call_counts(tool_calls: dict[str, Any] | None, tools: list[str]) -> dict[str, float]:
-    """`{"calls": accepted calls of any tool, "calls/<tool>": accepted calls of each tool of `tools`}`.
+def loop_call_fields(trajectory: Trajectory | None, tools: list[str]) -> dict[str, Any]:
+    """The part of `VideoSeekAgentLoop`'s record that its episode's `Trajectory` gives: the accepted
+    calls per tool (`tool_calls`), the env's tool names (`tools`) and the episode's `EpisodeFacts`
+    (`facts`, as plain data: what the reward extras' tool-use numbers are made from)."""
+    facts = facts_of_trajectory(trajectory) if trajectory is not None else EpisodeFacts(failed=True)
+    return {"tool_calls": dict(facts.calls), "tools": list(tools), "facts": facts.to_dict()}
 
-    `tools` are the run's configured tool names, so every episode of a run has the same keys (verl
-    stacks reward extras across the batch), 0 for a tool an episode did not call.
+
+def record_facts(record: dict[str, Any]) -> EpisodeFacts:
+    """The `EpisodeFacts` in a `VideoSeekAgentLoop` record (`loop_call_fields`); DataError naming the field without them."""
+    if not isinstance(record.get("facts"), dict):
+        raise DataError("extra_info.videoseek.facts: missing (a record from another version of VideoSeekAgentLoop)")
+    return EpisodeFacts.from_dict(record["facts"])
+
+
+def tool_record_facts(tool_record: dict[str, Any] | None, assistant_turns: list[str], tools: list[str]) -> EpisodeFacts:
+    """The `EpisodeFacts` of an episode on verl's stock `ToolAgentLoop` (or of a row with no record at
+    all): the calls the `VideoSeekTool` adapters accepted and refused (`new_tool_record`), and the
+    decoded assistant turns read with the env's parser (`envs.metrics.facts_of_turns`).
+
+    verl's Hermes parser, not the env's, decided which calls ran: a repaired or malformed turn is
+    one the env's parser would have repaired or could not read, and the calls verl answered itself
+    (an unknown tool, arguments that are not JSON: no adapter saw them) count as invalid calls as
+    the env would count them, besides the calls the adapters refused. Tokens are not counted here (0).
     """
-    counts = {str(k): float(v) for k, v in (tool_calls or {}).items()}
-    return {"calls": float(sum(counts.values())), **{f"calls/{name}": counts.get(name, 0.0) for name in tools}}
+    record = tool_record or {}
+    accepted = {str(k): int(v) for k, v in (record.get("tool_calls") or {}).items()}
+    return facts_of_turns(assistant_turns, accepted, int(record.get("invalid_calls") or 0), tools)
 
 
 def sample_to_json(sample: VideoSample) -> str:

@@ -17,12 +17,14 @@ that the group added.
 The result is a dict: `score` plus a fixed set of keys per preset and tool list (verl stacks every
 key across the batch, so all trajectories of a run must return the same keys), and
 `videoseek_episode`: the sample and the agent loop's record as a JSON string, which verl's rollout
-dumps carry to the viewer. The call keys: `calls` (accepted calls of any tool), `calls/<tool>` (of
-each configured tool: the agent loop's env tools, else the row's `extra_info["tools"]` from
-`export-verl`, else the default tools), `num_calls` (accepted calls that retrieved a time span,
-the calls the clue-seek reward's coverage reads; with the default tools, every accepted call, as
-before there were other tools) and `crop_rate` (1 when the episode made an accepted call of any
-tool, as `videoseek eval` and the local backend's collapse watch count it).
+dumps carry to the viewer. The tool-use keys are `videoseek.envs.metrics.metrics_of`, the numbers
+`videoseek eval`, the local backend's step metrics and collapse watch and the TRL logs report:
+`calls` (accepted calls of any tool), `calls/<tool>` and `tool_rate/<tool>` (for each configured
+tool: the agent loop's env tools, else the row's `extra_info["tools"]` from `export-verl`, else
+the default tools), `crop_rate` (1 when the episode made an accepted call of any tool),
+`invalid_calls`, `valid_format`, `turns` and `tokens`, from the agent loop's `EpisodeFacts`
+(`records.record_facts`) or, on the `ToolAgentLoop`, the adapters' record and the decoded turns
+(`records.tool_record_facts`, which says what a repair means there).
 """
 
 from __future__ import annotations
@@ -36,19 +38,21 @@ from videoseek.rewards import (
     accuracy_reward,
     score_episode,
 )
+from videoseek.rewards.tags import last_block
+from videoseek.envs.metrics import metrics_of
 from videoseek.envs.tools import DEFAULT_TOOLS, tool_names
 from videoseek.training.verl_plugin.records import (
     EXTRA_KEY,
     TOOL_KEY,
     TOOLS_KEY,
     VIEW_KEY,
-    call_counts,
     episode_view,
+    record_facts,
     sample_from_extra_info,
     summary_from_dict,
+    tool_record_facts,
 )
 
-_LAST_ANSWER = re.compile(r"<answer>(.*?)(?:</answer>|$)", re.DOTALL)
 
 DEFAULT_PRESET = "csgrpo"
 
@@ -71,8 +75,9 @@ def episode_from_response(text: str, duration: float, tool_record: dict[str, Any
     calls the `VideoSeekTool` adapters recorded (`extra_info["videoseek_tool"]`, verl's
     `ToolAgentLoop`), its turns are split at the tool responses and its calls are the tools' (the
     clipped spans and the zooms' (time, box), in order)."""
-    answers = _LAST_ANSWER.findall(text or "")
-    prediction = answers[-1].strip() if answers else None
+    # The last answer, closed or cut off by the token limit (`unclosed=True`), as the agent loop's parser accepts it.
+    answer = last_block(text or "", "answer", unclosed=True)
+    prediction = answer.strip() if answer is not None else None
     if not tool_record:
         return EpisodeSummary(prediction=prediction, assistant_turns=[text or ""], calls=[], invalid_calls=0, duration=duration)
     return EpisodeSummary(
@@ -136,17 +141,16 @@ def compute_score(
         total = 0.0
 
     evidence = (record or {}).get("evidence") or {}
-    per_tool = (record if record is not None else info.get(TOOL_KEY) or {}).get("tool_calls")
-    counts = call_counts(per_tool, configured_tools(info, record))
+    tools = configured_tools(info, record)
+    if record is not None:
+        facts = record_facts(record)
+    else:
+        facts = tool_record_facts(info.get(TOOL_KEY), episode.assistant_turns, tools)
     out: dict[str, Any] = {
         "score": float(total),
         "acc": float(accuracy_reward(episode.prediction, sample)),
         "coverage": float(evidence.get("coverage", 0.0)),
-        **counts,
-        "num_calls": float(len(episode.calls)),
-        "crop_rate": float(counts["calls"] > 0),
-        "valid_format": float(episode.prediction is not None and not episode.truncated and episode.invalid_calls == 0 and not failed),
-        "invalid_calls": float(episode.invalid_calls),
+        **metrics_of(facts, tools),  # calls, calls/<tool>, crop_rate, tool_rate/<tool>, invalid_calls, valid_format, turns, tokens
         "truncated": float(episode.truncated),
         "failed": float(failed),
         "group_term": group_term,

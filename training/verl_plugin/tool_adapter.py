@@ -36,6 +36,9 @@ How verl 0.9.1's `ToolAgentLoop._call_tool` uses a tool, and what follows here:
 - A call the env rejects (bad arguments, a `ToolError`, a spent frame budget) is an error text and
   costs a turn; nothing is raised into the loop. verl itself answers a call of a tool that is not
   in the config, or with arguments that are not JSON, without calling any adapter.
+- The reward extras' tool-use numbers (`videoseek.envs.metrics`) are made from this record and the
+  decoded turns (`records.tool_record_facts`): verl's parser ran the calls, so the env's parser
+  reads the turns after the fact for repairs and for the calls no adapter saw.
 """
 
 from __future__ import annotations

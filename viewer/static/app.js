@@ -30,13 +30,17 @@
   const s = (tag, attrs, ...children) => fill(document.createElementNS(SVGNS, tag), attrs, children);
   const isNum = (x) => typeof x === "number" && isFinite(x);
   const fmt = (x, d = 2) => (isNum(x) ? x.toFixed(d) : "–");
-  // One decimal the way Python's f"{t:.1f}" writes it (the env's texts and the labels burned into
-  // frames): an exact tie (t * 4 odd, such as 12.25) rounds to even there, up in toFixed.
-  const fixed1 = (t) => {
-    if (Number.isInteger(t * 4) && (t * 4) % 2 !== 0) { const lo = Math.floor(t * 10); return ((lo % 2 === 0 ? lo : lo + 1) / 10).toFixed(1); }
-    return t.toFixed(1);
+  // A frame time the way the env writes it (`envs.video.format_seconds`): Python's f"{t:.2f}" with
+  // trailing zeros dropped, at least one decimal. An exact tie (t * 8 odd, such as 12.125) rounds to
+  // even there, up in toFixed.
+  const seconds = (t) => {
+    const text = Number.isInteger(t * 8) && (t * 8) % 2 !== 0
+      ? (() => { const lo = Math.floor(t * 100); return ((lo % 2 === 0 ? lo : lo + 1) / 100).toFixed(2); })()
+      : t.toFixed(2);
+    const trimmed = text.replace(/0+$/, "");
+    return trimmed.endsWith(".") ? trimmed + "0" : trimmed;
   };
-  const fmtT = (t) => (isNum(t) ? fixed1(t) + "s" : "?");
+  const fmtT = (t) => (isNum(t) ? seconds(t) + "s" : "?");
   const verdict = (c) => (c === true ? h("span", { class: "ok" }, "✓") : c === false ? h("span", { class: "no" }, "✗") : h("span", { class: "na" }, "–"));
 
   // ---- data sources ---------------------------------------------------------------------------
@@ -635,7 +639,8 @@
   }
 
   // The reward panel: with the run's reward config, each component's weight, weight × value and gate,
-  // so the total shown is the sum of what is shown (rewards/compose.py: RewardConfig, GATED).
+  // so the total shown is the sum of what is shown. Weights and gates come from the server
+  // (viewer/rewardinfo.py: each component's registered gate, rewards/registry.py); none is written here.
   function rewardTable(ep) {
     const ex = ep.reward_explained;
     if (!ex || !ex.known) {
@@ -669,6 +674,16 @@
         h("td", { class: ex.matches === false ? "no" : "meta", id: "reward-check" }, ex.matches === false ? "≠ Σ by " + fmt(ep.reward - ex.sum, 4) : ex.matches ? "= Σ" : "")),
       h("tr", {}, h("td", {}, "advantage"), h("td", {}), h("td", {}), h("td", { class: "num" }, fmt(ep.advantage, 3)), h("td", {}), h("td", {}))),
       h("div", { class: "meta reward-note" }, "preset " + ex.preset + (isNum(ex.gate) ? " · format gate " + fmt(ex.gate) : "") + " · from " + ex.source));
+  }
+
+  // " · A, B gated by C ≥ 0.40": the gated components the server lists (RewardConfig.gates), grouped by the component that opens them.
+  function gatesText(gates) {
+    const byOpener = {};
+    for (const g of gates || []) {
+      const opener = g.by + " ≥ " + fmt(g.threshold);
+      (byOpener[opener] = byOpener[opener] || []).push(g.component);
+    }
+    return Object.entries(byOpener).map(([opener, names]) => " · " + names.join(", ") + " gated by " + opener).join("");
   }
 
   function groupTable(ep, group) {
@@ -830,10 +845,11 @@
     if (!steps.includes(step)) step = steps.length ? steps[steps.length - 1] : null;
     const charts = h("div", { class: "charts", id: "training-charts" });
     const stepPanel = h("div", { id: "step-panel" });
-    const extra = h("select", { id: "extra-series" }, [h("option", { value: "" }, "another series…")].concat(data.series.filter((k) => !["reward", "accuracy", "kl", "entropy"].includes(k) && !k.startsWith("reward/") && !k.startsWith("push/calls/")).map((k) => h("option", { value: k }, k))));
+    const charted = ["reward", "accuracy", "kl", "entropy", "look_on"]; // look_on: envs/metrics.py look_on_rate (steps without a counted episode have no point)
+    const extra = h("select", { id: "extra-series" }, [h("option", { value: "" }, "another series…")].concat(data.series.filter((k) => !charted.includes(k) && !k.startsWith("reward/") && !k.startsWith("push/calls/")).map((k) => h("option", { value: k }, k))));
     const drawCharts = () => {
       const pick = (st) => { if (steps.includes(st)) setStep(st); };
-      const list = ["reward", "accuracy", "kl", "entropy"].filter((k) => data.series.includes(k)).map((k) => lineChart({ title: k, series: [series(k)], current: step, onPick: pick }));
+      const list = charted.filter((k) => data.series.includes(k)).map((k) => lineChart({ title: k, series: [series(k)], current: step, onPick: pick }));
       if (compSeries.length) list.push(lineChart({ title: "reward components (unweighted means)", series: compSeries, current: step, onPick: pick }));
       if (pushSeries.length) list.push(lineChart({ title: "push on tool calls by term (+ more, - fewer)", series: pushSeries, current: step, onPick: pick }));
       if (extra.value) list.push(lineChart({ title: extra.value, series: [series(extra.value)], current: step, onPick: pick }));
@@ -860,7 +876,7 @@
     slider.addEventListener("input", () => setStep(Number(slider.value)));
     const reward = data.reward;
     const rewardLine = reward ? h("div", { class: "meta", id: "training-reward" }, "reward preset " + reward.preset + ": " +
-      Object.entries(reward.weights).map(([k, w]) => k + " × " + fmt(w, 2)).join(", ") + (isNum(reward.gate) ? " · timestamp, delta_mask gated by ref_delta_format ≥ " + fmt(reward.gate) : "") + " (" + reward.source + ")") : null;
+      Object.entries(reward.weights).map(([k, w]) => k + " × " + fmt(w, 2)).join(", ") + gatesText(reward.gates) + " (" + reward.source + ")") : null;
     $("#app").replaceChildren(h("section", { class: "panel", id: "training" },
       h("h2", {}, "Training run " + run + ": " + data.path),
       h("div", { class: "meta", id: "metrics-source" }, rows.length + " steps in " + (data.metrics_source || "metrics.jsonl") + " · " + steps.length + " with rollouts · " + data.probe_steps.length + " probe evaluations"),
