@@ -449,7 +449,7 @@ def run_local(args: argparse.Namespace) -> int:
             update = {"skipped": 1.0}  # every episode failed: nothing to learn from
         write_step_record(run_dir / "rollouts" / f"step_{step:04d}", step_record(
             step, batch, stats, policy.tokenizer, env_config.reward.model_dump(mode="json"), norm_by_std=norm_by_std,
-            record_tokens=args.record_tokens and stats is not None))
+            record_tokens=args.record_tokens and stats is not None, no_loss=batch.truncated if args.over_turn_mask else None))
         groups = {"groups/zero_std_share": zero_std_share, "groups/generated": generated, "groups/gen_batches": gen_batches}
         row = {"step": step, **rollout_metrics(trajectories), **tool_use_metrics(trajectories, watch.tools),
                **look_on_rate(t for t in trajectories if t.group.role == "origin"),

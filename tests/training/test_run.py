@@ -148,6 +148,14 @@ def test_legacy_trainer_is_refused_for_group_presets(tmp_path, data, tiny, capsy
         assert len(err) == 1 and "trainer.use_v1=false" in err[0] and preset in err[0]
 
 
+def test_legacy_trainer_is_refused_for_turn_level_credit(tmp_path, data, tiny, capsys):
+    argv = ["--dry-run", "--data", str(data), "--model", str(tiny), "--batch-size", "1", "--advantage", "turn"]
+    assert run_csgrpo.main([*argv, "--out", str(tmp_path / "legacy"), "--override", "trainer.use_v1=false"]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("run_csgrpo: error")]
+    assert len(err) == 1 and "trainer.use_v1=false" in err[0] and "videoseek_turn_grpo" in err[0]
+    assert run_csgrpo.main([*argv, "--out", str(tmp_path / "v1")]) == 0  # the v1 trainer (the default) takes it
+
+
 def test_local_backend_two_steps_change_the_parameters(tmp_path, tiny, data, one_thread):
     from transformers import AutoModelForImageTextToText
 

@@ -14,6 +14,7 @@ import yaml
 pytest.importorskip("verl")
 
 from verl.trainer.ppo.core_algos import get_adv_estimator_fn
+from videoseek.envs.trajectory import read_trajectories
 from videoseek.rewards.advantage import turn_advantages
 from videoseek.training.verl_plugin.estimators import (
     ESTIMATOR_NAME,
@@ -120,6 +121,9 @@ def test_the_local_backend_trains_with_turn_credit_and_over_turn_masking(tmp_pat
     record = json.loads((out / "rollouts" / "step_0001" / "grpo.json").read_text())
     for ep in record["episodes"]:
         assert len(ep["turn_advantages"]) <= len(ep["turn_rewards"])
+    # over-turn masking: an episode cut by the turn limit is reported out of the baseline, as the update left it
+    cut = {t.episode_id for t in read_trajectories(out / "rollouts" / "step_0001") if t.truncated}
+    assert cut and all(ep["in_baseline"] is (ep["episode_id"] not in cut) for ep in record["episodes"])
     loop = yaml.safe_load((out / "agent_loop.yaml").read_text())
     assert loop[0]["videoseek"]["turn_rewards"] is True and loop[0]["videoseek"]["over_turn_mask"] is True
 

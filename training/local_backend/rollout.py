@@ -191,18 +191,21 @@ def _round(values: Sequence[float], digits: int = 4) -> list[float]:
 
 
 def step_record(step: int, batch: TrainingBatch, stats: Any, tokenizer: Any, reward_config: dict[str, Any],
-                norm_by_std: bool = True, record_tokens: bool = False) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+                norm_by_std: bool = True, record_tokens: bool = False,
+                no_loss: Sequence[bool] | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """What one GRPO step trained on: (the `grpo.json` dict, the `tokens.jsonl` rows).
 
     `grpo.json`: the reward config, each group's rewards, mean and std, and per episode its group,
     reward, the advantage the update used (`stats.advantages`), token counts by mask segment.
     `tokens.jsonl` (only with `record_tokens`, and `stats` from `grpo_update(record_tokens=True)`):
     per episode its mask segments with their text, and on the policy's tokens each token's text,
-    sampling log-prob, reference log-prob and entropy.
+    sampling log-prob, reference log-prob and entropy. `no_loss`: the episodes the update masked
+    whole (over-turn masking), reported out of the baseline as `grpo_update` left them.
     """
     pads = {tokenizer.convert_tokens_to_ids(p): p for p in VISION_PADS}
     pads = {k: v for k, v in pads.items() if isinstance(k, int) and k != getattr(tokenizer, "unk_token_id", None)}
-    has_tokens = [bool(int(e.loss_mask.sum()) > 0) for e in batch.episodes]
+    skipped = list(no_loss) if no_loss is not None else [False] * len(batch.episodes)
+    has_tokens = [bool(int(e.loss_mask.sum()) > 0) and not skip for e, skip in zip(batch.episodes, skipped)]
     groups = _group_stats(batch.rewards, batch.group_ids, has_tokens)
     advantages = list(getattr(stats, "advantages", None) or [None] * len(batch.episodes))
     episodes, token_rows = [], []

@@ -247,6 +247,8 @@ def validate(cfg, check_data: bool = True) -> list[str]:
     - the advantage estimator is registered; the reward function loads through verl's loader;
     - every agent loop in `agent_loop_config_path` imports, subclasses `AgentLoopBase` and accepts
       its options;
+    - the legacy trainer (`trainer.use_v1=false`) is refused where it would drop rewards: group
+      presets (it splits a group across workers) and turn-level credit (it keeps no turn rewards);
     - the data files exist (and, if the model path is a local folder, verl's `RLHFDataset`
       reads the first row with the model's own tokenizer and processor).
     """
@@ -255,6 +257,7 @@ def validate(cfg, check_data: bool = True) -> list[str]:
     from verl.trainer.ppo.reward import get_custom_reward_fn
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import omega_conf_to_dataclass, validate_config
+    from videoseek.training.verl_plugin.estimators import TURN_ESTIMATOR_NAME
 
     warnings: list[str] = []
     try:
@@ -275,6 +278,13 @@ def validate(cfg, check_data: bool = True) -> list[str]:
     loop_path = cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path
     loop_options = _validate_agent_loops(str(loop_path)) if loop_path else []
     if not cfg.trainer.get("use_v1", False):
+        if cfg.algorithm.adv_estimator == TURN_ESTIMATOR_NAME:
+            # the legacy worker rebuilds rm_scores from reward_score alone, so the turn rewards
+            # TurnRewardOutput.as_dict places (v1's agent_loop_tq path) would silently vanish
+            raise ConfigError(
+                f"trainer.use_v1=false: verl's legacy AgentLoopWorker keeps only the episode reward, "
+                f"but algorithm.adv_estimator={TURN_ESTIMATOR_NAME} reads each turn's reward; use the v1 trainer"
+            )
         for options in loop_options:
             kinds = options.reward.group_kinds()
             if kinds:
