@@ -57,6 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the no-tool baseline: one turn, --frames uniformly sampled frames, no tool in the prompt "
                         "(hf:, vllm: and the scripted no-tool policy; docs/benchmarks.md)")  # fmt: skip
     parser.add_argument("--frames", type=int, default=None, help="frames shown at reset (EnvConfig.initial_frames, default 8)")
+    parser.add_argument("--look-on-probe", action="store_true",
+                        help="the look-on probe: the first two turns crop two windows without a clue, then --policy decides "
+                        "(agents.scripted.LookOnProbe; `videoseek eval` reports the look-on rate of every probed episode)")  # fmt: skip
     parser.add_argument("--device", default="cpu", help="model policies: cpu or cuda")
     parser.add_argument("--threads", type=int, default=None,
                         help="model policies on CPU: torch threads (default: torch's own, from OMP_NUM_THREADS or the cores); "
@@ -99,13 +102,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 REPLAYED = ("data", "policy", "group_size", "perturb", "reward", "limit", "seed", "max_turns", "max_pixels", "env", "tools", "no_tools",
             "frames", "device", "threads", "reuse_kv", "max_new_tokens", "temperature", "top_p", "top_k",
             "openai_frames", "openai_frame_times", "openai_tools", "openai_extras", "openai_share", "openai_token_ids", "concurrency",
-            "timeout", "retries", "api_key_env")  # fmt: skip
+            "timeout", "retries", "api_key_env", "look_on_probe")  # fmt: skip
 # Recorded since these were added; older records replay with torch's default thread count,
 # without the turn cache (a split batch samples its continued rows with a seed of their own) and
 # with the default tools (the only ones there were; --no-tools and --env are replayed as recorded).
 OPTIONAL = {"threads": None, "reuse_kv": False, "tools": None, "openai_frames": "video", "openai_frame_times": "auto", "openai_tools": "text",
             "openai_extras": "vllm", "openai_share": True, "openai_token_ids": False, "concurrency": 8, "timeout": 300.0, "retries": 4,
-            "api_key_env": "OPENAI_API_KEY"}  # fmt: skip
+            "api_key_env": "OPENAI_API_KEY", "look_on_probe": False}  # fmt: skip
 
 
 def restore_args(args: argparse.Namespace) -> None:
@@ -209,6 +212,10 @@ def run(args: argparse.Namespace) -> int:
     policy = None if kind in ("hf", "vllm") else policy_or_error()
     samples = precheck_videos(rows, args.data, config.video_backend, skip_bad=args.skip_bad)
     policy = policy or policy_or_error()
+    if args.look_on_probe:
+        from videoseek.agents.scripted import LookOnProbe
+
+        policy = LookOnProbe(policy)
     args.out.mkdir(parents=True, exist_ok=True)
     # What the run was made from: the viewer's play mode finds the dataset here.
     recorded = {key: str(getattr(args, key)) if key == "data" else getattr(args, key) for key in REPLAYED}

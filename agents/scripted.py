@@ -415,3 +415,50 @@ SCRIPTED = {
     "sweep-hasty": lambda: SweepPolicy(give_up_after=2),
     "no-tool": NoToolPolicy,
 }
+
+
+class LookOnProbe:
+    """The look-on probe: puts every episode in the state where looking on is the decision, then
+    lets `policy` decide.
+
+    Its first two turns are the hasty teacher's crops (`SweepPolicy`'s text) of the first two of
+    `windows` equal windows that overlap no clue interval: two accepted crops that leave clue
+    coverage at 0. From the third turn on, `policy` plays (a model policy sees the two crops in
+    its history, as if it had written them). `envs.metrics.look_on` then counts every probed
+    episode, so the look-on rate is measured on all questions instead of only on those where the
+    policy happened to miss twice (a GRPO policy that learned where to look first rarely does:
+    docs/experiments/2026-12-05-turn-level-credit-100-steps.md). A sample without two clue-free
+    windows, or without clue intervals, is not probed: `policy` plays it whole.
+    """
+
+    def __init__(self, policy: Any, windows: int = 4) -> None:
+        self.policy, self.windows = policy, windows
+        self.name = f"look-on-probe({getattr(policy, 'name', type(policy).__name__)})"
+
+    def missed_windows(self, inp: PolicyInput) -> list[tuple[float, float]]:
+        """The first two windows that overlap no clue interval (fewer: the sample is not probed)."""
+        d = inp.evidence.duration
+        spans = [(w * d / self.windows, (w + 1) * d / self.windows) for w in range(self.windows)]
+        clear = [(s, e) for s, e in spans if all(e <= cs or s >= ce for cs, ce in inp.sample.clue_intervals)]
+        return clear[:2] if inp.sample.clue_intervals and len(clear) >= 2 else []
+
+    def forced(self, inp: PolicyInput) -> PolicyOutput | None:
+        """The probe's turn for `inp`, or None when `policy` plays it."""
+        k, windows = _calls_made(inp), self.missed_windows(inp)
+        if not windows or k >= 2 or inp.turn != k:  # the probe's turns are the episode's first ones
+            return None
+        why = "The sparse frames do not show it." if k == 0 else "Not in that window."
+        return PolicyOutput(text=f"<think>{why}</think>\n{tool_call(*windows[k])}")
+
+    def act(self, batch: list[PolicyInput]) -> list[PolicyOutput]:
+        out: list[PolicyOutput | None] = [self.forced(inp) for inp in batch]
+        rest = [k for k, o in enumerate(out) if o is None]
+        if rest:
+            for k, o in zip(rest, self.policy.act([batch[k] for k in rest])):
+                out[k] = o
+        return out  # type: ignore[return-value]
+
+    def close(self) -> None:
+        closer = getattr(self.policy, "close", None)
+        if closer is not None:
+            closer()

@@ -27,12 +27,14 @@ From nothing, each stage an ordinary command printed before it runs (repeat any 
    `grpo` and the `no-tool` and `oracle` scripted agents, with the same env and decoding.
 7. `sft` and `grpo` again, sampled at GRPO's rollout temperature (RUN/eval/NAME-sampled): the
    policy GRPO optimises, where the greedy one may already sit at its mode.
+8. `sft` and `grpo` greedy under the look-on probe (RUN/eval/NAME-probe, `rollout --look-on-probe`):
+   two forced crops that missed every clue, then the policy decides whether to look on.
 
 It writes RUN/summary.json (per stage: held-out accuracy, mean reward, coverage, valid-format
 rate, rate of episodes with an accepted tool call (`crop_rate`, `videoseek.envs.metrics`),
 episode count, 95 % intervals, checkpoint; the held-out samples path; the scripted baselines;
 the GRPO - SFT reward difference paired by sample with its interval; the same for the sampled
-evaluations; the checks of issue 12),
+evaluations; the look-on rates, of the stages' own episodes and under the probe; the checks of issue 12),
 RUN/curves.png (GRPO reward, accuracy, KL and entropy per step, and the SFT loss with its
 validation loss on sweeps of a third set), and every evaluation's trajectories under RUN/eval/
 (`videoseek view RUN/eval/grpo`).
@@ -71,6 +73,7 @@ CURRICULUM = ["--kinds", "flash_colour", "--min-duration", "10", "--max-duration
 STAGES = ("base", "sft", "grpo")
 BASELINES = ("no-tool", "oracle")
 SAMPLED = ("sft", "grpo")  # evaluated a second time at GRPO's rollout temperature (RUN/eval/NAME-sampled)
+PROBED = ("sft", "grpo")  # evaluated greedily under the look-on probe (RUN/eval/NAME-probe; agents.scripted.LookOnProbe)
 SEARCHERS = (("sweep-hasty", None), ("sweep-shuffled", 2), ("oracle-brief", 4))  # (policy, share 1/k of the samples)
 VAL_N = 64  # samples whose sweeps give SFT's validation loss
 REPORTED = ("accuracy", "reward", "coverage", "valid_format", "crop_rate")
@@ -193,14 +196,14 @@ def learn(args: argparse.Namespace) -> int:
     sft_val = out / "sft_val" / "train.parquet"
     stage(sft_val, [*videoseek, "export-sft", "--runs", str(out / "traces_val"), "--out", str(sft_val.parent)])
 
-    def evaluate(name: str, policy: str, temperature: float | None = None) -> None:
+    def evaluate(name: str, policy: str, temperature: float | None = None, probe: bool = False) -> None:
         run_dir = out / "eval" / name
         temperature = args.eval_temperature if temperature is None else temperature
         model = ["--temperature", str(temperature), "--max-new-tokens", str(config["max_turn_tokens"]), "--seed", str(args.seed),
                  "--threads", str(args.threads)]  # fmt: skip
         stage(run_dir / "trajectories.jsonl",
               [*videoseek, "rollout", "--data", str(data["heldout"]), "--policy", policy, "--out", str(run_dir), *common,
-               *(model if policy.startswith("hf:") else [])], log=f"eval_{name}.log")  # fmt: skip
+               *(model if policy.startswith("hf:") else []), *(["--look-on-probe"] if probe else [])], log=f"eval_{name}.log")  # fmt: skip
         stage(run_dir / "metrics.json", [*videoseek, "eval", str(run_dir)], log=f"eval_{name}_metrics.log")
 
     # 4-6. base, SFT, GRPO, each evaluated on the held-out set
@@ -223,6 +226,10 @@ def learn(args: argparse.Namespace) -> int:
     # 7. SFT and GRPO again, sampled at GRPO's rollout temperature: the policy GRPO optimises
     for name in SAMPLED:
         evaluate(f"{name}-sampled", f"hf:{checkpoints[name]}", temperature=sampling_temperature)
+    # 8. SFT and GRPO greedy from the state where looking on is the decision (two crops that missed):
+    # the look-on rate on every question, not only where the policy itself missed twice
+    for name in PROBED:
+        evaluate(f"{name}-probe", f"hf:{checkpoints[name]}", probe=True)
 
     # --resume: add this invocation's time to the earlier ones' (their summary's), not replace it
     earlier = json.loads((out / "summary.json").read_text()).get("seconds", 0.0) if args.resume and (out / "summary.json").is_file() else 0.0
@@ -240,15 +247,11 @@ def learn(args: argparse.Namespace) -> int:
 def stage_metrics(run_dir: Path) -> tuple[dict, dict[str, dict[str, float]]]:
     """(reported metrics with 95 % intervals, per-sample episode metrics) of one evaluation run."""
     from videoseek.agents.evaluate import episode_metrics, summarize
-    from videoseek.envs.metrics import look_on_rate
     from videoseek.envs.trajectory import read_trajectories
 
     trajs = read_trajectories(run_dir)
     m = summarize(trajs)
-    reported = {k: m[k] for k in REPORTED} | {"episodes": m["episodes"], "failures": m["failures"]}
-    # the look-on rate (envs/metrics.py look_on): None when no episode's first two crops both missed
-    look = look_on_rate(t for t in trajs if t.group.role == "origin")
-    reported["look_on"], reported["look_on_n"] = look.get("look_on"), int(look["look_on_n"])
+    reported = {k: m[k] for k in REPORTED + ("look_on", "look_on_n")} | {"episodes": m["episodes"], "failures": m["failures"]}
     reported["intervals"] = {k: m["intervals"][k] for k in REPORTED}
     per_sample = {t.sample_id: episode_metrics(t) for t in trajs if t.group.role == "origin" and t.failure is None}
     return reported, per_sample
@@ -265,7 +268,7 @@ def paired_difference(a: dict[str, dict[str, float]], b: dict[str, dict[str, flo
 
 def write_summary(out: Path, heldout: Path, checkpoints: dict[str, Path], seconds: float, temperature: float) -> dict:
     stages, per = {}, {}
-    for name in (*STAGES, *BASELINES, *(f"{s}-sampled" for s in SAMPLED)):
+    for name in (*STAGES, *BASELINES, *(f"{s}-sampled" for s in SAMPLED), *(f"{s}-probe" for s in PROBED)):
         stages[name], per[name] = stage_metrics(out / "eval" / name)
     for name in STAGES:
         stages[name]["checkpoint"] = str(checkpoints[name])
@@ -287,6 +290,8 @@ def write_summary(out: Path, heldout: Path, checkpoints: dict[str, Path], second
             **{name: stages[f"{name}-sampled"] for name in SAMPLED},
             "grpo_minus_sft": {key: paired_difference(per["sft-sampled"], per["grpo-sampled"], key) for key in ("reward", "accuracy")},
         },
+        # Reported, not checked: greedy from two forced crops that missed (the look-on probe)
+        "probe": {name: stages[f"{name}-probe"] for name in PROBED},
         "checks": {
             "heldout_episodes>=64": min(stages[s]["episodes"] for s in STAGES) >= 64,
             "sft_valid_format>=0.9": stages["sft"]["valid_format"] >= 0.9,
@@ -316,6 +321,9 @@ def markdown_table(summary: dict) -> str:
         lines.append(f"Sampled at T = {sampled['temperature']}: GRPO - SFT held-out {key} {g['mean']:+.3f} [{g['interval'][0]:+.3f}, {g['interval'][1]:+.3f}] (reported, not checked)")
     look = [f"{name} {_rate(summary[name].get('look_on'))} of {summary[name].get('look_on_n', 0)}" for name in ("sft", "grpo")]
     lines.append("Look-on rate (greedy held-out episodes whose first two crops left coverage at 0, next turn another crop): " + ", ".join(look))
+    probe = [f"{name} {_rate(m.get('look_on'))} of {m.get('look_on_n', 0)} (accuracy {m['accuracy']:.3f})" for name, m in summary.get("probe", {}).items()]
+    if probe:
+        lines.append("Look-on probe (greedy, after two forced crops that missed; agents.scripted.LookOnProbe): " + ", ".join(probe))
     room = summary["grpo_minus_sft"]["accuracy_if_all_right"]["interval"][0]
     lines.append(f"Room above SFT: a GRPO right on every question would gain accuracy with lower bound {room:+.3f}")
     return "\n".join(lines)
@@ -336,6 +344,7 @@ def seeds_report(summaries: dict[int, dict]) -> dict:
             "accuracy_room_low": s["grpo_minus_sft"]["accuracy_if_all_right"]["interval"][0],
             "sampled_accuracy_gain": s["sampled"]["grpo_minus_sft"]["accuracy"], "sampled_reward_gain": s["sampled"]["grpo_minus_sft"]["reward"],
             "sft_look_on": s["sft"].get("look_on"), "grpo_look_on": s["grpo"].get("look_on"),
+            **{f"{name}_probe_look_on": s.get("probe", {}).get(name, {}).get("look_on") for name in PROBED},
             "checks_failed": [k for k, v in s["checks"].items() if not v],
         }  # fmt: skip
     keys = ("sft_accuracy", "grpo_accuracy", "sft_reward", "grpo_reward")
@@ -355,18 +364,19 @@ def seeds_table(report: dict) -> str:
     def gain(g: dict) -> str:
         return f"{g['mean']:+.3f} [{g['interval'][0]:+.3f}, {g['interval'][1]:+.3f}]"
 
-    lines = ["| seed | SFT accuracy | GRPO accuracy | GRPO - SFT accuracy | room | SFT reward | GRPO reward | GRPO - SFT reward | sampled: accuracy | sampled: reward | SFT / GRPO look-on | checks |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = ["| seed | SFT accuracy | GRPO accuracy | GRPO - SFT accuracy | room | SFT reward | GRPO reward | GRPO - SFT reward | sampled: accuracy | sampled: reward | SFT / GRPO look-on | SFT / GRPO look-on probe | checks |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for seed, r in report["seeds"].items():
         checks = "pass" if not r["checks_failed"] else "fail: " + ", ".join(r["checks_failed"])
         lines.append(f"| {seed} | {r['sft_accuracy']:.3f} | {r['grpo_accuracy']:.3f} | {gain(r['accuracy_gain'])} | {r['accuracy_room_low']:+.3f} | "
                      f"{r['sft_reward']:.3f} | {r['grpo_reward']:.3f} | {gain(r['reward_gain'])} | "
                      f"{gain(r['sampled_accuracy_gain'])} | {gain(r['sampled_reward_gain'])} | "
-                     f"{_rate(r.get('sft_look_on'))} / {_rate(r.get('grpo_look_on'))} | {checks} |")  # fmt: skip
+                     f"{_rate(r.get('sft_look_on'))} / {_rate(r.get('grpo_look_on'))} | "
+                     f"{_rate(r.get('sft_probe_look_on'))} / {_rate(r.get('grpo_probe_look_on'))} | {checks} |")  # fmt: skip
     m = report["mean"]
     lines.append(f"| mean | {m['sft_accuracy']:.3f} | {m['grpo_accuracy']:.3f} | {m['accuracy_gain']:+.3f} | | "
                  f"{m['sft_reward']:.3f} | {m['grpo_reward']:.3f} | {m['reward_gain']:+.3f} | "
-                 f"{m['sampled_accuracy_gain']:+.3f} | {m['sampled_reward_gain']:+.3f} | | {len(report['passed'])}/{len(report['seeds'])} |")  # fmt: skip
+                 f"{m['sampled_accuracy_gain']:+.3f} | {m['sampled_reward_gain']:+.3f} | | | {len(report['passed'])}/{len(report['seeds'])} |")  # fmt: skip
     return "\n".join(lines)
 
 

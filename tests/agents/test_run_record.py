@@ -127,3 +127,28 @@ def test_the_viewer_reads_the_nearest_run_record_and_names_a_broken_one(tmp_path
     (step / "run.json").unlink()
     (tmp_path / "run" / "run.json").write_text('{"command": "sft"}')
     assert find_reward_config(step)[2] == f"{tmp_path / 'run' / 'run.json'}: reward config not usable (records no reward config (env.reward))"
+
+
+def test_the_look_on_probe_runs_a_model_from_two_missed_crops_and_replays(tiny_model_dir, tmp_path, single_thread_torch):
+    """`videoseek rollout --look-on-probe`: the probe's two crops, then the model's own turns (its
+    first call sees them as history); `videoseek eval` counts every probed episode; run.json
+    records the probe and `--from-run` replays it."""
+    from videoseek.envs.synth import generate_dataset
+
+    samples = generate_dataset(tmp_path / "synth", n=2, seed=3, kinds=["flash_colour"], min_duration=10, max_duration=10, avoid_uniform=(4,))
+    data = write_jsonl(samples, tmp_path / "samples.jsonl")
+    env = ["--env", "initial_frames=4", "--env", "frames_per_call=4", "--max-pixels", str(112 * 112)]
+    run = tmp_path / "probe"
+    assert rollout(data, tiny_model_dir, run, "--look-on-probe", "--temperature", "0", "--group-size", "1", "--max-turns", "3", *env) in (0, 1)
+    trajs = read_trajectories(run)
+    assert len(trajs) == 2
+    for t in trajs:
+        (a, b), = t.clue_intervals
+        assert [turn.call.end <= a or turn.call.start >= b for turn in t.turns[:2]] == [True, True]  # two crops that missed
+        assert len(t.turns) == 3 and t.turns[2].tokens and not t.turns[0].tokens  # the model sampled the third turn; the probe wrote the first two
+    assert main(["eval", str(run)]) == 0
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["look_on_n"] == 2 and metrics["look_on"] == sum(t.turns[2].tool_name == "crop_video" for t in trajs) / 2
+    assert json.loads((run / "run.json").read_text())["args"]["look_on_probe"] is True
+    assert main(["rollout", "--from-run", str(run), "--out", str(tmp_path / "replay"), "--no-progress"]) in (0, 1)
+    assert texts(tmp_path / "replay") == texts(run)

@@ -12,7 +12,7 @@ import pytest
 from videoseek.agents.evaluate import episode_metrics, mean_interval
 from videoseek.agents.rollout import run_rollouts
 from videoseek.envs.trajectory import read_trajectories
-from videoseek.agents.scripted import SCRIPTED
+from videoseek.agents.scripted import SCRIPTED, LookOnProbe
 from videoseek.envs import perceive as perceive_module
 from videoseek.envs.env import EnvConfig
 from videoseek.envs.synth import PALETTE, generate_dataset
@@ -68,13 +68,31 @@ def test_the_hasty_searcher_gives_up_after_two_windows_and_guesses(curriculum, t
     assert outcomes == {"read", "gave up"}
 
 
+def test_the_look_on_probe_misses_twice_then_hands_over(curriculum, tmp_path):
+    """`LookOnProbe`: two quarter-window crops that overlap no clue, then the wrapped policy decides;
+    every episode is then counted by `look_on`: the hasty teacher never looks on, the sweep always does."""
+    from videoseek.envs.metrics import look_on, look_on_rate
+
+    for name, expected in (("sweep-hasty", False), ("sweep", True)):
+        trajs = run_rollouts(curriculum, LookOnProbe(SCRIPTED[name]()), env_config=ENV, out_dir=tmp_path / name, progress=False)
+        for t in trajs:
+            (a, b), = t.clue_intervals
+            first, second = (turn.call for turn in t.turns[:2])
+            assert first is not None and second is not None
+            assert all(c.end <= a or c.start >= b for c in (first, second)), (t.sample_id, a, b)  # both miss the flash
+            assert t.turns[1].evidence["coverage"] == 0.0 and look_on(t) is expected
+            assert t.policy == f"look-on-probe({name})"
+        assert look_on_rate(trajs) == {"look_on": float(expected), "look_on_n": float(len(curriculum))}
+
+
 def test_summary_pairs_stages_by_sample_and_checks_the_claims(curriculum, tmp_path):
     from videoseek.training import learn
 
     stages = {"base": "no-tool", "sft": "sweep", "grpo": "oracle-brief", "no-tool": "no-tool", "oracle": "oracle",
-              "sft-sampled": "sweep-shuffled", "grpo-sampled": "oracle"}  # fmt: skip
+              "sft-sampled": "sweep-shuffled", "grpo-sampled": "oracle", "sft-probe": "sweep-hasty", "grpo-probe": "sweep"}  # fmt: skip
     for stage, policy in stages.items():
-        run_rollouts(curriculum, SCRIPTED[policy](), env_config=ENV, out_dir=tmp_path / "eval" / stage, progress=False)
+        agent = LookOnProbe(SCRIPTED[policy]()) if stage.endswith("-probe") else SCRIPTED[policy]()
+        run_rollouts(curriculum, agent, env_config=ENV, out_dir=tmp_path / "eval" / stage, progress=False)
     for stage, key in (("sft", "loss"), ("grpo", "reward")):
         (tmp_path / stage).mkdir()
         rows = [{"step": k, key: 1.0 / k, "accuracy": 0.5, "kl": 0.0, "entropy": 0.1} | ({"val_loss": 0.4} if k == 3 else {}) for k in (1, 2, 3)]
@@ -105,6 +123,8 @@ def test_summary_pairs_stages_by_sample_and_checks_the_claims(curriculum, tmp_pa
         expected = look_on_rate(read_trajectories(tmp_path / "eval" / stage))
         assert (summary[stage]["look_on"], summary[stage]["look_on_n"]) == (expected.get("look_on"), expected["look_on_n"])
     assert "Look-on rate" in table
+    assert summary["probe"]["sft"]["look_on"] == 0.0 and summary["probe"]["grpo"]["look_on"] == 1.0
+    assert summary["probe"]["grpo"]["look_on_n"] == len(curriculum) and "Look-on probe" in table
 
     learn.plot_curves(tmp_path / "grpo" / "metrics.jsonl", tmp_path / "sft" / "metrics.jsonl", tmp_path / "curves.png")
     assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -126,6 +146,7 @@ def test_summary_pairs_stages_by_sample_and_checks_the_claims(curriculum, tmp_pa
     assert f"| {room['interval'][0]:+.3f} |" in rows[2]
     assert report["seeds"][0]["sampled_reward_gain"] == summary["sampled"]["grpo_minus_sft"]["reward"]
     assert rows[2].count(" | ") == rows[0].count(" | ")  # every column filled
+    assert "| 0.000 / 1.000 |" in rows[2]  # the probe's look-on rates, SFT / GRPO
 
 
 def test_tools_reach_every_stage_that_makes_an_env(tmp_path, monkeypatch):
