@@ -27,7 +27,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q
 
-# Does training learn? From nothing: data, a random model, SFT, GRPO, held-out evaluations (18 min alone on 2 cores, README).
+# Does training learn? From nothing: data, a random model, SFT, GRPO, held-out evaluations (about 16 min alone on 2 cores, README).
 learn: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) training/learn.py --out runs/learn --overwrite
 

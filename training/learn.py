@@ -99,8 +99,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--tools", default=None, metavar="TOOL,TOOL,...",
                    help="the env's tools in every stage (videoseek rollout --tools, run_csgrpo.py --tools): names or import paths, "
                         "comma-separated (default: EnvConfig's)")
-    p.add_argument("--advantage", choices=("trajectory", "turn"), default="trajectory",
-                   help="GRPO's credit (run_csgrpo.py --advantage): trajectory-level (default) or turn-level (docs/training.md, 'Turn-level credit')")
+    p.add_argument("--advantage", choices=("trajectory", "turn"), default="turn",
+                   help="GRPO's credit (run_csgrpo.py --advantage): turn-level (default: better than trajectory-level in 3 of 4 seeds, "
+                        "docs/experiments/2026-12-05-turn-level-credit-100-steps.md) or trajectory-level (docs/training.md, 'Turn-level credit')")
     p.add_argument("--over-turn-mask", action="store_true", help="GRPO: Mini-o3's over-turn masking (run_csgrpo.py --over-turn-mask)")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--resume", action="store_true", help="keep RUN and skip the stages whose outputs exist")
