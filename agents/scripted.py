@@ -374,8 +374,13 @@ class SweepPolicy(ScriptedPolicy):
             return PolicyOutput(text=f"<think>I did not see it anywhere.</think>\n<answer>{guess(inp.sample, inp.rng)}</answer>")
         order = np.random.default_rng(zlib.crc32(inp.episode_id.encode())).permutation(self.windows) if self.shuffled else range(self.windows)
         w = list(order)[k]
-        why = "The sparse frames do not show it." if k == 0 else "Not in that window."
-        return PolicyOutput(text=f"<think>{why}</think>\n{tool_call(w * d / self.windows, (w + 1) * d / self.windows)}")
+        return search_turn(k, w * d / self.windows, (w + 1) * d / self.windows)
+
+
+def search_turn(k: int, start: float, end: float) -> PolicyOutput:
+    """The searchers' crop turn: the `k`-th look (0: the first, after the sparse frames) at (start, end)."""
+    why = "The sparse frames do not show it." if k == 0 else "Not in that window."
+    return PolicyOutput(text=f"<think>{why}</think>\n{tool_call(start, end)}")
 
 
 def seen_answer(inp: PolicyInput) -> PolicyOutput | None:
@@ -428,7 +433,8 @@ class LookOnProbe:
     episode, so the look-on rate is measured on all questions instead of only on those where the
     policy happened to miss twice (a GRPO policy that learned where to look first rarely does:
     docs/experiments/2026-12-05-turn-level-credit-100-steps.md). A sample without two clue-free
-    windows, or without clue intervals, is not probed: `policy` plays it whole.
+    windows, or without clue intervals, is not probed: `policy` plays it whole. Any other
+    attribute is the wrapped policy's, so drivers treat the probe as that policy.
     """
 
     def __init__(self, policy: Any, windows: int = 4) -> None:
@@ -447,8 +453,7 @@ class LookOnProbe:
         k, windows = _calls_made(inp), self.missed_windows(inp)
         if not windows or k >= 2 or inp.turn != k:  # the probe's turns are the episode's first ones
             return None
-        why = "The sparse frames do not show it." if k == 0 else "Not in that window."
-        return PolicyOutput(text=f"<think>{why}</think>\n{tool_call(*windows[k])}")
+        return search_turn(k, *windows[k])
 
     def act(self, batch: list[PolicyInput]) -> list[PolicyOutput]:
         out: list[PolicyOutput | None] = [self.forced(inp) for inp in batch]
@@ -458,7 +463,6 @@ class LookOnProbe:
                 out[k] = o
         return out  # type: ignore[return-value]
 
-    def close(self) -> None:
-        closer = getattr(self.policy, "close", None)
-        if closer is not None:
-            closer()
+    def __getattr__(self, name: str) -> Any:
+        # everything else is the wrapped policy's (a served policy's record() and close(), ...)
+        return getattr(self.policy, name)

@@ -436,11 +436,12 @@ def run_local(args: argparse.Namespace) -> int:
         t_rollout = time.perf_counter() - t0
 
         # Update: group-normalised advantages, clipped policy loss, KL to the reference (verl's core_algos).
+        no_loss = batch.truncated if args.over_turn_mask else None  # Mini-o3: cut episodes train on nothing
         if batch.episodes:
             stats = grpo_update(policy.model, reference, optimizer, batch.episodes, batch.rewards, batch.group_ids, actor, device,
                                 norm_by_std=norm_by_std, temperature=spec.temperature or 1.0, record_tokens=args.record_tokens,  # greedy (0) rollouts: plain log-probs
                                 estimator=estimator, turn_rewards=batch.turn_rewards, turn_weight=turn_weight,
-                                no_loss=batch.truncated if args.over_turn_mask else None,
+                                no_loss=no_loss,
                                 vision_reuse=args.vision_reuse and bool(actor.freeze_vision_tower))  # fmt: skip
             update = {"loss": stats.loss, "pg_loss": stats.pg_loss, "kl": stats.kl, "grad_norm": stats.grad_norm,
                       "pg_clipfrac": stats.pg_clipfrac, "policy_tokens": stats.policy_tokens, "entropy": stats.entropy}  # fmt: skip
@@ -449,7 +450,7 @@ def run_local(args: argparse.Namespace) -> int:
             update = {"skipped": 1.0}  # every episode failed: nothing to learn from
         write_step_record(run_dir / "rollouts" / f"step_{step:04d}", step_record(
             step, batch, stats, policy.tokenizer, env_config.reward.model_dump(mode="json"), norm_by_std=norm_by_std,
-            record_tokens=args.record_tokens and stats is not None, no_loss=batch.truncated if args.over_turn_mask else None))
+            record_tokens=args.record_tokens and stats is not None, no_loss=no_loss))
         groups = {"groups/zero_std_share": zero_std_share, "groups/generated": generated, "groups/gen_batches": gen_batches}
         row = {"step": step, **rollout_metrics(trajectories), **tool_use_metrics(trajectories, watch.tools),
                **look_on_rate(t for t in trajectories if t.group.role == "origin"),
