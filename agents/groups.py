@@ -14,7 +14,9 @@ pattern per sample and step, seed 002 §5.3), each episode's env seed (T-GRPO's 
 policy's sampling stream). Probes and evaluations keep their masks by keeping the step fixed.
 
 ProcessThinker's continuations (seed 004, eq. 2) are planned here too: where each step prefix
-ends and when a continuation counts as a success; the drivers only sample them.
+ends and when a continuation counts as a success; the drivers only sample them. So is the
+look-on start (issue 37): a group whose episodes all begin with the same two crops that missed,
+so that its G episodes differ only in what the policy decides next.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from videoseek.agents.policy import Message, stable_seed
+from videoseek.agents.scripted import search_turn
 from videoseek.envs.actions import Answer, parse_action
 from videoseek.envs.sample import VideoSample
 from videoseek.rewards import EpisodeSummary, RewardConfig, accuracy_reward, score_episode, score_group
@@ -46,6 +49,7 @@ class EpisodePlan:
     index: int
     perturbation: dict[str, Any] | None
     seed: int
+    look_on: bool = False  # starts in the look-on state (`look_on_start`): its first turns are forced
 
 
 def run_seed(seed: int, step: int, *parts: Any) -> int:
@@ -84,10 +88,10 @@ def perturbation_of(kind: str, sample: VideoSample, seed: int, step: int) -> dic
     return {"kind": kind}
 
 
-def origin_plan(sample: VideoSample, index: int, seed: int, step: int = 0) -> EpisodePlan:
+def origin_plan(sample: VideoSample, index: int, seed: int, step: int = 0, look_on: bool = False) -> EpisodePlan:
     """The `index`-th episode of the sample's origin group."""
     episode_id = f"{sample.id}/g{index}"
-    return EpisodePlan(episode_id, sample.id, index, None, episode_seed(seed, step, episode_id))
+    return EpisodePlan(episode_id, sample.id, index, None, episode_seed(seed, step, episode_id), look_on)
 
 
 def perturbed_plans(sample: VideoSample, kinds: Sequence[str], size: int, seed: int, step: int = 0) -> list[EpisodePlan]:
@@ -103,10 +107,58 @@ def perturbed_plans(sample: VideoSample, kinds: Sequence[str], size: int, seed: 
     return out
 
 
-def plan_group(sample: VideoSample, group_size: int, kinds: Sequence[str], seed: int, step: int = 0) -> list[EpisodePlan]:
-    """The origin group and each perturbed group of one sample, G episodes each (G~ = G, as VideoMend)."""
-    origins = [origin_plan(sample, g, seed, step) for g in range(group_size)]
+def plan_group(sample: VideoSample, group_size: int, kinds: Sequence[str], seed: int, step: int = 0,
+               look_on_share: float = 0.0) -> list[EpisodePlan]:  # fmt: skip
+    """The origin group and each perturbed group of one sample, G episodes each (G~ = G, as VideoMend).
+    The origin group starts in the look-on state with probability `look_on_share` (`starts_looking_on`)."""
+    look_on = starts_looking_on(sample, seed, step, look_on_share)
+    origins = [origin_plan(sample, g, seed, step, look_on) for g in range(group_size)]
     return origins + perturbed_plans(sample, kinds, group_size, seed, step)
+
+
+# ---- the look-on start (issue 37) ----------------------------------------------------------------
+LOOK_ON_WINDOWS = 4  # the hasty teacher's quarter windows (agents.scripted.SweepPolicy)
+
+
+def look_on_start(sample: VideoSample, duration: float, windows: int = LOOK_ON_WINDOWS) -> list[str]:
+    """The forced first turns of an episode that starts in the look-on state: the searchers' crop
+    turns (`agents.scripted.search_turn`) of the first two of `windows` equal windows of the video
+    that overlap no clue interval, two accepted crops that leave clue coverage at 0. The policy
+    decides from the third turn on: look on, or answer without the evidence. Empty (the episode
+    starts as any other) for a sample without clue intervals or without two clue-free windows.
+
+    One definition for the two uses: `videoseek rollout --look-on-probe` starts every episode so
+    (the look-on rate is then measured on every question, not only where the policy happened to
+    miss twice), and GRPO's `--look-on-share` starts a share of its groups so, which makes their
+    G episodes differ only from the decision on (GiGPO's anchor state, here exact: same video,
+    same history).
+
+    >>> from videoseek.envs.sample import VideoSample
+    >>> s = VideoSample(id="a", video="v.mp4", question="q", options=["A. x", "B. y"], answer="A", clue_intervals=[(6.0, 7.0)])
+    >>> [t.split("<tool_call>")[0].strip() for t in look_on_start(s, 10.0)]
+    ['<think>The sparse frames do not show it.</think>', '<think>Not in that window.</think>']
+    >>> look_on_start(s.model_copy(update={"clue_intervals": [(1.0, 2.0), (3.0, 6.0)]}), 10.0)
+    []
+    """
+    spans = [(w * duration / windows, (w + 1) * duration / windows) for w in range(windows)]
+    clear = [(s, e) for s, e in spans if all(e <= cs or s >= ce for cs, ce in sample.clue_intervals)]
+    if not sample.clue_intervals or len(clear) < 2:
+        return []
+    return [search_turn(k, *clear[k]).text for k in range(2)]
+
+
+def starts_looking_on(sample: VideoSample, seed: int, step: int, share: float) -> bool:
+    """Does this sample's origin group start in the look-on state at (seed, step)? Drawn from the
+    run, the step and the sample id (both drivers draw the same); `share` 1 is every group, 0 none.
+
+    >>> from videoseek.envs.sample import VideoSample
+    >>> s = VideoSample(id="a", video="v.mp4", question="q", options=["A. x", "B. y"], answer="A")
+    >>> starts_looking_on(s, 0, 3, 1.0), starts_looking_on(s, 0, 3, 0.0)
+    (True, False)
+    """
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"look_on_share: {share} is not a share in [0, 1]")
+    return share >= 1.0 or (share > 0.0 and run_seed(seed, step, sample.id, "look_on") % 1_000_000 < share * 1_000_000)
 
 
 def mask_of(plans: Sequence[EpisodePlan]) -> dict[str, Any] | None:
@@ -150,13 +202,17 @@ def turn_rewards_of(turns: Sequence[Any], config: RewardConfig) -> list[float]:
     improves the evidence state by more than 0.1"): 1 for an accepted call whose evidence gain
     exceeds `config.clue_seek.gain_threshold`, else 0. `turns` are a `Trajectory`'s turns; the
     unit value is enough, `rewards.advantage.turn_advantages` normalises it within the group.
+    Forced turns (the look-on start's) are not the policy's and carry no tokens to train: left out.
 
     >>> from types import SimpleNamespace as T
     >>> turn_rewards_of([T(call=T(gain=0.3)), T(call=T(gain=0.05)), T(call=None)], RewardConfig())
     [1.0, 0.0, 0.0]
+    >>> turn_rewards_of([T(call=T(gain=0.0), forced=True), T(call=T(gain=0.3), forced=False)], RewardConfig())
+    [1.0]
     """
     threshold = config.clue_seek.gain_threshold
-    return [1.0 if t.call is not None and float(t.call.gain or 0.0) > threshold else 0.0 for t in turns]
+    return [1.0 if t.call is not None and float(t.call.gain or 0.0) > threshold else 0.0 for t in turns
+            if not getattr(t, "forced", False)]  # fmt: skip
 
 
 def episode_env_config(config: Any, seed: int, initial_frames: Sequence[int] = ()) -> Any:

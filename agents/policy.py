@@ -35,6 +35,9 @@ class Message:
     timestamps: np.ndarray | None = None
     # The sampled ids of an assistant turn: renderers use them verbatim, never re-tokenising.
     token_ids: list[int] | None = None
+    # An assistant turn the episode's start wrote, not the policy (`agents.groups.look_on_start`):
+    # rendered like any other, never trained on.
+    forced: bool = False
 
     @property
     def num_frames(self) -> int:

@@ -209,13 +209,14 @@ def tool_message(obs: Mapping[str, Any]) -> Message:
     return Message("tool", _observation_text(obs, "tool_message"), frames, timestamps)
 
 
-def assistant_message(text: str, token_ids: Sequence[int] | None = None) -> Message:
+def assistant_message(text: str, token_ids: Sequence[int] | None = None, forced: bool = False) -> Message:
     """An assistant turn; with the policy's `token_ids` it is rendered from those ids, never re-tokenised.
 
     The rollout runner should append `assistant_message(out.text, out.token_ids)` for a model
-    policy's `PolicyOutput`, so training sees exactly the tokens that were sampled.
+    policy's `PolicyOutput`, so training sees exactly the tokens that were sampled. `forced`: the
+    episode's start wrote it (`agents.groups.look_on_start`), so no loss is put on it.
     """
-    return Message("assistant", text, token_ids=None if token_ids is None else [int(t) for t in token_ids])
+    return Message("assistant", text, token_ids=None if token_ids is None else [int(t) for t in token_ids], forced=forced)
 
 
 # ---- text as data -----------------------------------------------------------------------------

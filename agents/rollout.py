@@ -34,6 +34,7 @@ from videoseek.agents.groups import (
     continuation_succeeds,
     episode_env_config,
     episode_seed,
+    look_on_start,
     mask_of,
     plan_group,
     score_origin_group,
@@ -59,12 +60,15 @@ class Episode:
     correct: bool | None = None  # filled by callers that need the outcome after the env is released
     tools: list[dict[str, Any]] | None = None  # the env's tool schemas (info["tools"]), which model policies render
     env_config: EnvConfig | None = None  # this episode's own env config (frame-budget gating); None: the run's
+    look_on: bool = False  # starts in the look-on state (`agents.groups.look_on_start`)
+    forced: list[str] = field(default_factory=list)  # the start's turns still to play, in order
 
 
-def plan_episodes(samples: Sequence[VideoSample], group_size: int, perturbations: Sequence[str], seed: int, step: int = 0) -> list[Episode]:
+def plan_episodes(samples: Sequence[VideoSample], group_size: int, perturbations: Sequence[str], seed: int, step: int = 0,
+                  look_on_share: float = 0.0) -> list[Episode]:  # fmt: skip
     """The origin group and each perturbed group for every sample (`agents.groups.plan_group`)."""
-    return [Episode(s, p.episode_id, p.group_id, p.index, p.perturbation, seed=p.seed)
-            for s in samples for p in plan_group(s, group_size, perturbations, seed, step)]  # fmt: skip
+    return [Episode(s, p.episode_id, p.group_id, p.index, p.perturbation, seed=p.seed, look_on=p.look_on)
+            for s in samples for p in plan_group(s, group_size, perturbations, seed, step, look_on_share)]  # fmt: skip
 
 
 def _start(ep: Episode, config: EnvConfig, policy_name: str, seed: int) -> None:
@@ -83,6 +87,7 @@ def _start(ep: Episode, config: EnvConfig, policy_name: str, seed: int) -> None:
     )
     ep.messages = initial_messages(obs, info["instructions"])  # NO_TOOL_SYSTEM_PROMPT with EnvConfig(tools=[])
     ep.tools = info["tools"]
+    ep.forced = look_on_start(ep.sample, ep.env.evidence.duration) if ep.look_on else []
 
 
 def _record_failure(ep: Episode, where: str, exc: BaseException) -> None:
@@ -121,7 +126,10 @@ def drive_episodes(
             except Exception as exc:
                 _record_failure(ep, "reset", exc)
             live.append(ep)
-        active = [ep for ep in live if not ep.done]
+        for ep in live:  # the episode's start plays its forced turns; the policy is not asked
+            if not ep.done and ep.forced:
+                _advance(ep, PolicyOutput(text=ep.forced.pop(0)), forced=True)
+        active = [ep for ep in live if not ep.done and not ep.forced]
         if active:
             inputs = [
                 PolicyInput(ep.sample, ep.messages, ep.env.evidence, len(ep.env.trajectory.turns), ep.episode_id, ep.rng, tools=ep.tools)
@@ -152,6 +160,7 @@ def run_rollouts(
     keep: bool = True,
     norm_by_std: bool = True,
     initial_frames: Sequence[int] = (),
+    look_on_share: float = 0.0,
 ) -> list[Trajectory]:
     """Run every planned episode and return the finished trajectories (origin and perturbed).
 
@@ -160,7 +169,9 @@ def run_rollouts(
     training step, 0 outside training) decide every episode's seed and DM-GRPO's mask pattern.
     `norm_by_std` is verl's `algorithm.norm_adv_by_std_in_grpo` (False: Dr. GRPO's r - mean).
     `initial_frames`: frame-budget gating, each episode's initial frames drawn from these
-    (`agents.groups.episode_env_config`); empty: the env config's.
+    (`agents.groups.episode_env_config`); empty: the env config's. `look_on_share`: the share of
+    origin groups that start in the look-on state (`agents.groups.look_on_start`; 1: every
+    episode, `videoseek rollout --look-on-probe`), their forced turns played before the policy's.
 
     Memory holds only the live batch: episodes are planned a sample at a time as the batch has
     room, and a finished group's frames, conversation and env are released once it is written.
@@ -176,7 +187,7 @@ def run_rollouts(
     def groups() -> Iterable[list[Episode]]:
         # Resume per sample: a group is rescored as a whole, so rerun it unless all of it is written.
         for s in samples:
-            eps = plan_episodes([s], group_size, perturbations, seed, step)
+            eps = plan_episodes([s], group_size, perturbations, seed, step, look_on_share)
             for e in eps if initial_frames else ():
                 e.env_config = episode_env_config(config, e.seed, initial_frames)
             if eps and not all(e.episode_id in done_ids for e in eps):
@@ -249,16 +260,17 @@ def _act(policy: Policy, active: list[Episode], inputs: list[PolicyInput], recor
     return [out for ep, inp in zip(active, inputs) for out in _act(policy, [ep], [inp], record)]
 
 
-def _advance(ep: Episode, out: PolicyOutput) -> None:
+def _advance(ep: Episode, out: PolicyOutput, forced: bool = False) -> None:
     try:
         text = out.text if isinstance(out, PolicyOutput) else str(out)
         # Unencodable text (lone surrogates from a broken decode) is replaced on entry, so the next
         # prompt and the trajectory can be encoded; the env records the count (info, metrics, repairs).
         clean = sanitize_text(text)[0] if isinstance(text, str) else text
-        ep.messages.append(assistant_message(clean, out.token_ids if isinstance(out, PolicyOutput) else None))
+        ep.messages.append(assistant_message(clean, out.token_ids if isinstance(out, PolicyOutput) else None, forced=forced))
         invalid = getattr(out, "invalid", None)  # a served model's reply without a usable turn
         obs, _, terminated, truncated, info = ep.env.step(Invalid(invalid) if invalid else text)
         turn = ep.env.trajectory.turns[-1]
+        turn.forced = forced
         if getattr(out, "usage", None):
             turn.tokens = dict(out.usage)
         elif out.token_ids is not None:

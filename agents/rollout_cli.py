@@ -59,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--frames", type=int, default=None, help="frames shown at reset (EnvConfig.initial_frames, default 8)")
     parser.add_argument("--look-on-probe", action="store_true",
                         help="the look-on probe: the first two turns crop two windows without a clue, then --policy decides "
-                        "(agents.scripted.LookOnProbe; `videoseek eval` reports the look-on rate of every probed episode)")  # fmt: skip
+                        "(agents.groups.look_on_start; `videoseek eval` reports the look-on rate of every probed episode)")  # fmt: skip
     parser.add_argument("--device", default="cpu", help="model policies: cpu or cuda")
     parser.add_argument("--threads", type=int, default=None,
                         help="model policies on CPU: torch threads (default: torch's own, from OMP_NUM_THREADS or the cores); "
@@ -212,10 +212,6 @@ def run(args: argparse.Namespace) -> int:
     policy = None if kind in ("hf", "vllm") else policy_or_error()
     samples = precheck_videos(rows, args.data, config.video_backend, skip_bad=args.skip_bad)
     policy = policy or policy_or_error()
-    if args.look_on_probe:
-        from videoseek.agents.scripted import LookOnProbe
-
-        policy = LookOnProbe(policy)
     args.out.mkdir(parents=True, exist_ok=True)
     # What the run was made from: the viewer's play mode finds the dataset here.
     recorded = {key: str(getattr(args, key)) if key == "data" else getattr(args, key) for key in REPLAYED}
@@ -247,7 +243,8 @@ def run(args: argparse.Namespace) -> int:
     live = max(64, 2 * args.concurrency) if kind == "openai" else 64
     try:
         run_rollouts(samples, policy, group_size=args.group_size, perturbations=args.perturb, env_config=config, out_dir=args.out,
-                     seed=args.seed, progress=not args.no_progress, on_episode=tally, keep=False, batch_episodes=live)  # fmt: skip
+                     seed=args.seed, progress=not args.no_progress, on_episode=tally, keep=False, batch_episodes=live,
+                     look_on_share=1.0 if args.look_on_probe else 0.0)  # fmt: skip
     finally:
         if kind == "openai":  # the resolved model and the request counts
             fields["served"] = policy.record()

@@ -73,7 +73,7 @@ CURRICULUM = ["--kinds", "flash_colour", "--min-duration", "10", "--max-duration
 STAGES = ("base", "sft", "grpo")
 BASELINES = ("no-tool", "oracle")
 SAMPLED = ("sft", "grpo")  # evaluated a second time at GRPO's rollout temperature (RUN/eval/NAME-sampled)
-PROBED = ("sft", "grpo")  # evaluated greedily under the look-on probe (RUN/eval/NAME-probe; agents.scripted.LookOnProbe)
+PROBED = ("sft", "grpo")  # evaluated greedily under the look-on probe (RUN/eval/NAME-probe; agents.groups.look_on_start)
 SEARCHERS = (("sweep-hasty", None), ("sweep-shuffled", 2), ("oracle-brief", 4))  # (policy, share 1/k of the samples)
 VAL_N = 64  # samples whose sweeps give SFT's validation loss
 REPORTED = ("accuracy", "reward", "coverage", "valid_format", "crop_rate")
@@ -103,6 +103,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="GRPO's credit (run_csgrpo.py --advantage): turn-level (default: better than trajectory-level in 3 of 4 seeds, "
                         "docs/experiments/2026-12-05-turn-level-credit-100-steps.md) or trajectory-level (docs/training.md, 'Turn-level credit')")
     p.add_argument("--over-turn-mask", action="store_true", help="GRPO: Mini-o3's over-turn masking (run_csgrpo.py --over-turn-mask)")
+    p.add_argument("--look-on-share", type=float, default=None, metavar="F",
+                   help="GRPO: the share of groups that start from two forced crops that missed (run_csgrpo.py --look-on-share)")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--resume", action="store_true", help="keep RUN and skip the stages whose outputs exist")
     group.add_argument("--overwrite", action="store_true", help="delete RUN first")
@@ -220,7 +222,8 @@ def learn(args: argparse.Namespace) -> int:
     stage(grpo_state if done else out / "grpo" / "not-finished",
           [python, str(HERE / "run_csgrpo.py"), "--backend", "local", "--config", "learn_cpu", "--model", str(checkpoints["sft"]),
            "--data", str(data["pool"]), "--out", str(out / "grpo"), "--threads", str(args.threads), "--seed", str(args.seed), "--steps", str(steps),
-           "--advantage", args.advantage, *(["--over-turn-mask"] if args.over_turn_mask else []), *tools, *again])  # fmt: skip
+           "--advantage", args.advantage, *(["--over-turn-mask"] if args.over_turn_mask else []),
+           *(["--look-on-share", str(args.look_on_share)] if args.look_on_share is not None else []), *tools, *again])  # fmt: skip
     evaluate("grpo", f"hf:{checkpoints['grpo']}")
     for name in BASELINES:
         evaluate(name, name)
@@ -324,7 +327,7 @@ def markdown_table(summary: dict) -> str:
     lines.append("Look-on rate (greedy held-out episodes whose first two crops left coverage at 0, next turn another crop): " + ", ".join(look))
     probe = [f"{name} {_rate(m.get('look_on'))} of {m.get('look_on_n', 0)} (accuracy {m['accuracy']:.3f})" for name, m in summary.get("probe", {}).items()]
     if probe:
-        lines.append("Look-on probe (greedy, after two forced crops that missed; agents.scripted.LookOnProbe): " + ", ".join(probe))
+        lines.append("Look-on probe (greedy, after two forced crops that missed; agents.groups.look_on_start): " + ", ".join(probe))
     room = summary["grpo_minus_sft"]["accuracy_if_all_right"]["interval"][0]
     lines.append(f"Room above SFT: a GRPO right on every question would gain accuracy with lower bound {room:+.3f}")
     return "\n".join(lines)

@@ -108,6 +108,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--initial-frames", default=None, metavar="N,N,...",
                    help="frame-budget gating (ParaVT): each training episode's initial frames drawn from these, e.g. 2,4,8,16, "
                         "so that calling the tool earns credit (probes keep the env's); both backends")
+    p.add_argument("--look-on-share", type=float, default=None, metavar="F",
+                   help="the share of each step's groups that start in the look-on state: two forced crops that missed "
+                        "(agents.groups.look_on_start, not trained on), so that the group's G episodes differ only in what the "
+                        "policy decides then; both backends (default 0)")
     p.add_argument("--vision-reuse", action="store_true",
                    help="local backend, frozen vision tower: the policy forward reuses the reference forward's vision-tower "
                         "hidden states (exact; bench/bench_vision_reuse.py)")
@@ -166,6 +170,13 @@ def build_spec(args: argparse.Namespace, model: str, train_files: list[str], val
         loop["over_turn_mask"] = True
     if getattr(args, "initial_frames", None):
         loop["initial_frames"] = initial_frame_choices(args.initial_frames)
+    share = getattr(args, "look_on_share", None)
+    if share is not None:
+        if not 0.0 <= share <= 1.0:
+            from videoseek.training.verl_plugin.config import ConfigError
+
+            raise ConfigError(f"--look-on-share {share}: expected a share in [0, 1]")
+        loop["look_on_share"] = float(share)
     if loop:
         values["loop"] = loop
     for item in args.override:
@@ -411,7 +422,8 @@ def run_local(args: argparse.Namespace) -> int:
         def play(asked: list) -> list:
             return run_rollouts(asked, recorder, group_size=spec.group_size, env_config=env_config,
                                 out_dir=run_dir / "rollouts" / f"step_{step:04d}", seed=args.seed, step=step, progress=False,
-                                norm_by_std=norm_by_std, initial_frames=spec.loop.get("initial_frames", ()))  # fmt: skip
+                                norm_by_std=norm_by_std, initial_frames=spec.loop.get("initial_frames", ()),
+                                look_on_share=spec.loop.get("look_on_share", 0.0))  # fmt: skip
 
         trajectories = play(questions)
         varied, generated = varied_groups(trajectories)

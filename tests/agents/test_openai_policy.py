@@ -383,9 +383,9 @@ def test_served_chat_template_writes_qwen3_vl_videos_bare():
     assert "<|vision_start|><|video_pad|><|vision_end|>" not in q3 and "{{- '<|video_pad|>' -}}" in q3
 
 
-def test_the_look_on_probe_wraps_a_served_policy(stub, index_sample, tmp_path):
-    """`--look-on-probe` with `openai:`: the probe writes two missed crops, the served model plays on,
-    and the run still records the endpoint (the probe passes `record()` and `close()` through)."""
+def test_the_look_on_probe_hands_a_served_policy_two_missed_crops(stub, index_sample, tmp_path):
+    """`--look-on-probe` with `openai:`: the episode's start writes two missed crops, the served model
+    plays on, and the run still records the endpoint."""
     data = write_jsonl([index_sample], tmp_path / "samples.jsonl")
     run = tmp_path / "probe"
     assert rollout(data, run, f"openai:{stub.url}#stub-vl", "--look-on-probe") == 0
@@ -393,6 +393,7 @@ def test_the_look_on_probe_wraps_a_served_policy(stub, index_sample, tmp_path):
     (a, b), = index_sample.clue_intervals
     for t in read_trajectories(run):
         assert [u.call.end <= a or u.call.start >= b for u in t.turns[:2]] == [True, True] and not t.turns[0].tokens
+        assert [u.forced for u in t.turns[:3]] == [True, True, False]
         assert t.turns[2].tokens  # the served model's turn (the stub answers once it has seen a tool response)
     first = stub.requests[0]["body"]["messages"]  # the server is first asked after the probe's two crops
     assert sum(m["role"] == "assistant" for m in first) == 2

@@ -170,13 +170,21 @@ def decide_over_turn(turn: int, seed: int, frames: np.ndarray) -> str:
     return decide_look_on(turn, seed, frames)
 
 
-def local_episodes(samples, preset, model, env=ENV, decide=decide, initial_frames=()):
+def decide_after_misses(turn: int, seed: int, frames: np.ndarray) -> str:
+    """For episodes that start in the look-on state (two forced crops that missed): on an even seed look
+    on at the flash's window, on an odd one answer at once; after looking on, answer."""
+    if turn == 2 and seed % 2 == 0:
+        return crop(*WINDOWS[0])
+    return pixel_answer(frames)
+
+
+def local_episodes(samples, preset, model, env=ENV, decide=decide, initial_frames=(), look_on_share=0.0):
     """The local backend's step: `run_rollouts` at (SEED, STEP), then the batch it would train on."""
     processor = hf_processor(str(model))
     recorder = RecordingPolicy(PixelPolicy(processor.tokenizer, decide))
     config = EnvConfig(**env, reward=RewardConfig(preset=preset))
     trajs = run_rollouts(samples, recorder, group_size=GROUP, env_config=config, seed=SEED, step=STEP, progress=False,
-                         initial_frames=initial_frames)  # fmt: skip
+                         initial_frames=initial_frames, look_on_share=look_on_share)  # fmt: skip
     renderer = ConversationRenderer(processor, mode="video", tools=config.tools, **PIXELS)
     return trajs, training_batch(trajs, recorder, renderer, reward_config=config.reward)
 
@@ -336,6 +344,39 @@ def test_turn_level_credit_gives_the_same_per_token_advantages_on_both_paths(tmp
     assert {tuple(r) for r in local.turn_rewards} == {(1.0, 0.0, 0.0), (0.0, 1.0, 0.0)} or len({tuple(r) for r in local.turn_rewards}) > 1
     per_turn = [sorted({round(float(a), 5) for a in advantages[i][mask[i] > 0].tolist()}) for i in range(len(local.trajectories))]
     assert any(len(values) > 1 for values in per_turn), "the turns of an episode should get different advantages"
+
+
+def test_groups_that_start_looking_on_play_the_same_forced_turns_and_train_on_the_policys_only(tmp_path, tiny_model, samples, store):
+    """`look_on_share` 1: every origin episode starts with the same two forced crops that missed
+    (`agents.groups.look_on_start`), then the policy decides. Both paths play the same episodes, put
+    no loss on the forced turns (verl's response mask, the local loss mask) and give the policy's
+    turns the same turn-level advantages; the forced turns get no turn reward."""
+    from videoseek.training.local_backend.grpo import grpo_advantages, response_mask_of
+    from videoseek.training.verl_plugin.estimators import TURN_ESTIMATOR_NAME
+
+    env = {**ENV, "max_turns": 5}
+    trajs, local = local_episodes(samples, "csgrpo", tiny_model, env, decide_after_misses, look_on_share=1.0)
+    _, stored, dumped = verl_episodes(tmp_path / "trajectory", samples, "csgrpo", tiny_model, env, decide_after_misses, response_length=768,
+                                      loop={"look_on_share": 1.0})  # fmt: skip
+    assert_same_episodes(trajs, local, stored, dumped, "csgrpo")
+    _, stored, _ = verl_episodes(tmp_path / "turn", samples, "csgrpo", tiny_model, env, decide_after_misses, response_length=768,
+                                 loop={"look_on_share": 1.0, "turn_rewards": True}, overrides={"algorithm.adv_estimator": TURN_ESTIMATOR_NAME})  # fmt: skip
+    (a, b), = samples[0].clue_intervals
+    for t in trajs:
+        assert [u.forced for u in t.turns[:2]] == [True, True] and not any(u.forced for u in t.turns[2:])
+        assert all(u.call.end <= a or u.call.start >= b for u in t.turns[:2]) and t.turns[1].evidence["coverage"] == 0.0
+        assert dumped[t.episode_id].turns[1].forced and not dumped[t.episode_id].turns[0].tokens
+    assert {len(t.turns) for t in trajs} == {3, 4}  # some look on, some answer: the group's decision differs
+    assert {tuple(r) for r in local.turn_rewards} == {(0.0,), (1.0, 0.0)}  # the policy's turns only
+    mask = response_mask_of(local.episodes)
+    advantages = grpo_advantages(local.rewards, local.group_ids, mask, estimator=TURN_ESTIMATOR_NAME, turn_rewards=local.turn_rewards)
+    records = [ef["videoseek"]["episode_id"] for ef in list(stored["extra_fields"])]
+    for i, t in enumerate(local.trajectories):
+        k = records.index(t.episode_id)
+        verl_mask = stored["response_mask"][k].bool()
+        start = len(stored["prompts"][k]) - 1  # local rows are aligned with loss_mask[1:]
+        local_row = advantages[i, start : start + len(verl_mask)]
+        assert local_row[verl_mask].tolist() == pytest.approx(stored["advantages"][k][verl_mask].tolist(), abs=1e-6), t.episode_id
 
 
 @pytest.mark.parametrize("preset", ["csgrpo", "dmgrpo"])

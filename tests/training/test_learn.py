@@ -12,7 +12,7 @@ import pytest
 from videoseek.agents.evaluate import episode_metrics, mean_interval
 from videoseek.agents.rollout import run_rollouts
 from videoseek.envs.trajectory import read_trajectories
-from videoseek.agents.scripted import SCRIPTED, LookOnProbe
+from videoseek.agents.scripted import SCRIPTED
 from videoseek.envs import perceive as perceive_module
 from videoseek.envs.env import EnvConfig
 from videoseek.envs.synth import PALETTE, generate_dataset
@@ -69,19 +69,20 @@ def test_the_hasty_searcher_gives_up_after_two_windows_and_guesses(curriculum, t
 
 
 def test_the_look_on_probe_misses_twice_then_hands_over(curriculum, tmp_path):
-    """`LookOnProbe`: two quarter-window crops that overlap no clue, then the wrapped policy decides;
-    every episode is then counted by `look_on`: the hasty teacher never looks on, the sweep always does."""
+    """The look-on start (`run_rollouts(look_on_share=1)`, `rollout --look-on-probe`): two quarter-window
+    crops that overlap no clue, marked forced, then the policy decides; every episode is then counted by
+    `look_on`: the hasty teacher never looks on, the sweep always does."""
     from videoseek.envs.metrics import look_on, look_on_rate
 
     for name, expected in (("sweep-hasty", False), ("sweep", True)):
-        trajs = run_rollouts(curriculum, LookOnProbe(SCRIPTED[name]()), env_config=ENV, out_dir=tmp_path / name, progress=False)
+        trajs = run_rollouts(curriculum, SCRIPTED[name](), env_config=ENV, out_dir=tmp_path / name, progress=False, look_on_share=1.0)
         for t in trajs:
             (a, b), = t.clue_intervals
             first, second = (turn.call for turn in t.turns[:2])
             assert first is not None and second is not None
             assert all(c.end <= a or c.start >= b for c in (first, second)), (t.sample_id, a, b)  # both miss the flash
             assert t.turns[1].evidence["coverage"] == 0.0 and look_on(t) is expected
-            assert t.policy == f"look-on-probe({name})"
+            assert [turn.forced for turn in t.turns] == [True, True] + [False] * (len(t.turns) - 2)
         assert look_on_rate(trajs) == {"look_on": float(expected), "look_on_n": float(len(curriculum))}
 
 
@@ -91,8 +92,8 @@ def test_summary_pairs_stages_by_sample_and_checks_the_claims(curriculum, tmp_pa
     stages = {"base": "no-tool", "sft": "sweep", "grpo": "oracle-brief", "no-tool": "no-tool", "oracle": "oracle",
               "sft-sampled": "sweep-shuffled", "grpo-sampled": "oracle", "sft-probe": "sweep-hasty", "grpo-probe": "sweep"}  # fmt: skip
     for stage, policy in stages.items():
-        agent = LookOnProbe(SCRIPTED[policy]()) if stage.endswith("-probe") else SCRIPTED[policy]()
-        run_rollouts(curriculum, agent, env_config=ENV, out_dir=tmp_path / "eval" / stage, progress=False)
+        run_rollouts(curriculum, SCRIPTED[policy](), env_config=ENV, out_dir=tmp_path / "eval" / stage, progress=False,
+                     look_on_share=float(stage.endswith("-probe")))  # fmt: skip
     for stage, key in (("sft", "loss"), ("grpo", "reward")):
         (tmp_path / stage).mkdir()
         rows = [{"step": k, key: 1.0 / k, "accuracy": 0.5, "kl": 0.0, "entropy": 0.1} | ({"val_loss": 0.4} if k == 3 else {}) for k in (1, 2, 3)]

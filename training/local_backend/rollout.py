@@ -47,10 +47,13 @@ class RecordingPolicy:
 def loss_mask_of(rendered: dict[str, Any], messages: Sequence[Message], end_of_turn_id: int, train_turn_end: bool = False) -> torch.Tensor:
     """(L,) mask: 1 on every assistant turn's sampled tokens; a closing `<|im_end|>` the template
     added (the turn stopped at a stop string or the token limit) stays 0 unless `train_turn_end`
-    (SFT: the model learns to close its turns)."""
+    (SFT: the model learns to close its turns). A forced turn (the episode's start wrote it, not
+    the policy: `agents.groups.look_on_start`) stays 0: it is context, as a tool answer is."""
     mask = torch.zeros(rendered["input_ids"].shape[1], dtype=torch.long)
     assistants = [m for m in messages if m.role == "assistant"]
     for (start, end), message in zip(rendered["assistant_spans"], assistants):
+        if message.forced:
+            continue
         sampled = getattr(message, "token_ids", None)
         template_closed = end > start and int(rendered["input_ids"][0, end - 1]) == end_of_turn_id
         if template_closed and not train_turn_end and not (sampled and sampled[-1] == end_of_turn_id):

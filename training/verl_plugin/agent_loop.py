@@ -79,10 +79,12 @@ from videoseek.agents.groups import (
     continuation_prefixes,
     continuation_succeeds,
     episode_seed,
+    look_on_start,
     mask_of,
     origin_plan,
     perturbed_plans,
     score_origin_group,
+    starts_looking_on,
     turn_seed,
 )
 from videoseek.agents.policy import Message, stable_seed
@@ -137,6 +139,7 @@ class LoopOptions(BaseModel):
     turn_rewards: bool = Field(default=False, description="place each turn's reward on its first token (the videoseek_turn_grpo estimator reads them)")
     over_turn_mask: bool = Field(default=False, description="Mini-o3's over-turn masking: an episode cut by a budget contributes no loss")
     initial_frames: list[int] = Field(default_factory=list, description="frame-budget gating: each episode's initial frames drawn from these (agents.groups.episode_env_config)")
+    look_on_share: float = Field(default=0.0, ge=0.0, le=1.0, description="the share of groups that start in the look-on state (agents.groups.look_on_start)")
 
 
 @dataclass
@@ -285,7 +288,8 @@ class VideoSeekAgentLoop(AgentLoopBase):
         # join order is the session order verl spawns (v1 passes it as the int `session_id`).
         group = self.groups.join(uid, session)
         indexed = isinstance(session, int) and not isinstance(session, bool)
-        plan = origin_plan(sample, session if indexed else group.order.index(session), self.options.seed, step)
+        look_on = starts_looking_on(sample, self.options.seed, step, self.options.look_on_share)
+        plan = origin_plan(sample, session if indexed else group.order.index(session), self.options.seed, step, look_on)
         if not indexed:
             # verl's legacy worker passes no session index and may split a prompt's sessions across
             # workers, where join orders would repeat an index: seed from the session's own id then
@@ -376,6 +380,7 @@ class VideoSeekAgentLoop(AgentLoopBase):
         obs, info = await loop.run_in_executor(None, lambda: env.reset(seed=plan.seed, options=options))
         # The env's own instructions (the no-tool prompt with EnvConfig(tools=False)), as run_rollouts gives them.
         messages: list[Message] = initial_messages(obs, info["instructions"])
+        forced = look_on_start(sample, env.evidence.duration) if plan.look_on else []  # the start's turns, not the policy's
         # The conversation is rendered incrementally: each turn renders, tokenises and processes only
         # its own messages (RenderState); the loop never reads the concatenated pixel values.
         state = await loop.run_in_executor(None, lambda: self.renderer.start(messages))
@@ -400,29 +405,40 @@ class VideoSeekAgentLoop(AgentLoopBase):
                 if budget <= 0:
                     ended_by = "budget"
                     break
-                t0 = time.perf_counter()
-                params = {**self._turn_params(sampling_params, budget), "seed": turn_seed(plan.seed, turns)}
-                out = await self._generate(request_id, ids, params, videos, grid)
-                metrics["generate_sequences"] += time.perf_counter() - t0
-                merge_server_fields(server_fields, out.extra_fields or {})
-                generated, cut = self._policy_tokens(out.token_ids, budget)
-                content = generated[:-1] if generated and generated[-1] == self.end_of_turn_id else generated
-                text = self.tokenizer.decode(content, skip_special_tokens=False, clean_up_tokenization_spaces=False)
-                messages.append(assistant_message(text, generated))
-                ids += generated
-                mask += [1] * len(generated)
-                if logprobs is not None and out.log_probs is not None and len(out.log_probs) >= len(generated):
-                    logprobs += [float(x) for x in out.log_probs[: len(generated)]]
+                if forced:  # a forced turn: context for the policy, as a tool answer is (mask 0, never sent to the server)
+                    text, cut = forced.pop(0), False
+                    generated = prefix_token_ids(self.tokenizer, text) + [self.end_of_turn_id]
+                    messages.append(assistant_message(text, generated, forced=True))
+                    mask += [0] * len(generated)
+                    if logprobs is not None:
+                        logprobs += [0.0] * len(generated)
                 else:
-                    logprobs = None
+                    t0 = time.perf_counter()
+                    params = {**self._turn_params(sampling_params, budget), "seed": turn_seed(plan.seed, turns)}
+                    out = await self._generate(request_id, ids, params, videos, grid)
+                    metrics["generate_sequences"] += time.perf_counter() - t0
+                    merge_server_fields(server_fields, out.extra_fields or {})
+                    generated, cut = self._policy_tokens(out.token_ids, budget)
+                    content = generated[:-1] if generated and generated[-1] == self.end_of_turn_id else generated
+                    text = self.tokenizer.decode(content, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+                    messages.append(assistant_message(text, generated))
+                    mask += [1] * len(generated)
+                    if logprobs is not None and out.log_probs is not None and len(out.log_probs) >= len(generated):
+                        logprobs += [float(x) for x in out.log_probs[: len(generated)]]
+                    else:
+                        logprobs = None
+                ids += generated
                 turns += 1
 
                 t0 = time.perf_counter()
                 # A turn cut before vision markup is an invalid turn: it costs a turn and counts for the penalties.
                 action = Invalid("the policy wrote vision markup (<|vision_start|>, <|video_pad|>, ...)") if cut else text
                 obs, _, terminated, truncated, _ = await loop.run_in_executor(None, lambda action=action: env.step(action))
-                # as run_rollouts records a turn's tokens (the `tokens` metric, envs.metrics)
-                env.trajectory.turns[-1].tokens = {"prompt": len(ids) - len(generated), "completion": len(generated)}
+                # as run_rollouts records a turn's tokens (the `tokens` metric, envs.metrics); a forced turn has none
+                if messages[-1].forced:
+                    env.trajectory.turns[-1].forced = True
+                else:
+                    env.trajectory.turns[-1].tokens = {"prompt": len(ids) - len(generated), "completion": len(generated)}
                 if terminated or truncated or cut:
                     ended_by = "vision_token" if cut else "env"
                     metrics["tool_calls"] += time.perf_counter() - t0
