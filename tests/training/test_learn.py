@@ -13,6 +13,7 @@ from videoseek.agents.evaluate import episode_metrics, mean_interval
 from videoseek.agents.rollout import run_rollouts
 from videoseek.envs.trajectory import read_trajectories
 from videoseek.agents.scripted import SCRIPTED
+from videoseek.viewer.episode import episode_view
 from videoseek.envs import perceive as perceive_module
 from videoseek.envs.env import EnvConfig
 from videoseek.envs.synth import PALETTE, generate_dataset
@@ -83,6 +84,9 @@ def test_the_look_on_probe_misses_twice_then_hands_over(curriculum, tmp_path):
             assert all(c.end <= a or c.start >= b for c in (first, second)), (t.sample_id, a, b)  # both miss the flash
             assert t.turns[1].evidence["coverage"] == 0.0 and look_on(t) is expected
             assert [turn.forced for turn in t.turns] == [True, True] + [False] * (len(t.turns) - 2)
+        raw = json.loads((tmp_path / name / "trajectories.jsonl").read_text().splitlines()[0])
+        view = episode_view(raw, tmp_path / name, str)  # the viewer marks the start's turns
+        assert [turn["forced"] for turn in view["turns"]][:3] == [True, True, False]
         assert look_on_rate(trajs) == {"look_on": float(expected), "look_on_n": float(len(curriculum))}
 
 

@@ -128,6 +128,36 @@ def test_the_local_backend_trains_with_turn_credit_and_over_turn_masking(tmp_pat
     assert loop[0]["videoseek"]["turn_rewards"] is True and loop[0]["videoseek"]["over_turn_mask"] is True
 
 
+def test_the_local_backend_trains_only_on_the_policys_turns_of_look_on_groups(tmp_path, index_sample):
+    """`--look-on-share 1`: every group starts with two forced crops that missed; the update's loss
+    covers the policy's turns only (one assistant segment per policy turn) and so do the turn rewards."""
+    from videoseek.agents.tiny_model import ensure_tiny_model
+    from videoseek.envs.sample import write_jsonl
+    from videoseek.training import run_csgrpo
+
+    torch.set_num_threads(1)
+    tiny = ensure_tiny_model(cache_dir=tmp_path / "models")
+    data = write_jsonl([index_sample], tmp_path / "samples.jsonl")
+    config = tmp_path / "fast.yaml"
+    config.write_text(yaml.safe_dump({**FAST, "env": {**FAST["env"], "max_turns": 3}}))
+    out = tmp_path / "run"
+    argv = ["--backend", "local", "--model", str(tiny), "--data", str(data), "--steps", "1", "--reward", "csgrpo", "--config", str(config),
+            "--out", str(out), "--advantage", "turn", "--look-on-share", "1"]  # fmt: skip
+    assert run_csgrpo.main(argv) == 0
+    trajs = {t.episode_id: t for t in read_trajectories(out / "rollouts" / "step_0001")}
+    record = json.loads((out / "rollouts" / "step_0001" / "grpo.json").read_text())
+    assert record["episodes"] and len(trajs) == 3
+    for ep in record["episodes"]:
+        t = trajs[ep["episode_id"]]
+        assert [u.forced for u in t.turns[:2]] == [True, True] and not any(u.forced for u in t.turns[2:])
+        policy_turns = len(t.turns) - 2
+        assert len(ep["turn_rewards"]) == policy_turns
+        assert sum(seg["kind"] == "assistant" for seg in ep["segments"]) == policy_turns
+        assert ep["tokens"]["assistant"] <= 24 * policy_turns + policy_turns  # the forced turns' ~40 tokens each are not trained
+    loop = yaml.safe_load((out / "agent_loop.yaml").read_text())
+    assert loop[0]["videoseek"]["look_on_share"] == 1.0
+
+
 def test_the_verl_backend_composes_the_turn_estimator_and_the_loop_options(tmp_path, index_sample):
     from videoseek.agents.tiny_model import ensure_tiny_model
     from videoseek.envs.sample import write_jsonl
@@ -145,6 +175,9 @@ def test_the_verl_backend_composes_the_turn_estimator_and_the_loop_options(tmp_p
     loop = yaml.safe_load((out / "agent_loop.yaml").read_text())
     assert loop[0]["videoseek"]["turn_rewards"] is True and loop[0]["videoseek"]["over_turn_mask"] is True
     assert loop[0]["videoseek"]["initial_frames"] == [2, 4, 8, 16]
+    assert run_csgrpo.main([*argv, "--look-on-share", "0.25"]) == 0
+    assert yaml.safe_load((out / "agent_loop.yaml").read_text())[0]["videoseek"]["look_on_share"] == 0.25
+    assert run_csgrpo.main([*argv, "--look-on-share", "1.5"]) == 2  # not a share: one line, exit 2
 
 
 def test_verl_step_tool_use_aggregates_each_step_and_warns_on_collapse(tmp_path):

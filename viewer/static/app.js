@@ -746,7 +746,8 @@
         currentTurn: turn ? turn.index : null, frameTicks: frames, keyFrames: turn && turn.call ? frames : [], view, onZoom, onCall });
       const callList = h("ul", { class: "calls" }, (ep.calls || []).map((c) => h("li", { class: c.rejected ? "rejected" : null, "data-n": c.n, "data-tool": c.tool || "" }, callLine(c, false))));
       const turnView = turn ? h("div", { class: "turn", "data-turn": turn.index },
-        h("h3", {}, "assistant · turn " + turn.index + " · " + turn.action.type + (turn.dialect ? " (" + turn.dialect + ")" : "")),
+        h("h3", {}, "assistant · turn " + turn.index + " · " + turn.action.type + (turn.dialect ? " (" + turn.dialect + ")" : "") +
+          (turn.forced ? " · forced (the look-on start, not the policy's)" : "")),
         assistantBlock(turn),
         turn.repairs.length ? h("div", { class: "repairs" }, "parse repairs: " + turn.repairs.join("; ")) : null,
         turn.error ? h("div", { class: "turn-error" }, "rejected: " + turn.error) : null,
