@@ -251,6 +251,11 @@ def look_on(traj: Trajectory, tool: str = LOOK_ON_TOOL) -> bool | None:
     return traj.turns[second + 1].tool_name == tool
 
 
+def starts_looking_on(traj: Trajectory) -> bool:
+    """Did the episode start in the look-on state (its first turns forced: `agents.groups.look_on_start`)?"""
+    return bool(traj.turns) and traj.turns[0].forced
+
+
 def look_on_rate(trajectories: Iterable[Trajectory], tool: str = LOOK_ON_TOOL) -> dict[str, float]:
     """{"look_on": share of True among the counted episodes, "look_on_n": how many counted}
     (`look_on`); {"look_on_n": 0.0} when none counted (no rate: JSON has no NaN)."""

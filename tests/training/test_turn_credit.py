@@ -156,6 +156,9 @@ def test_the_local_backend_trains_only_on_the_policys_turns_of_look_on_groups(tm
         assert ep["tokens"]["assistant"] <= 24 * policy_turns + policy_turns  # the forced turns' ~40 tokens each are not trained
     loop = yaml.safe_load((out / "agent_loop.yaml").read_text())
     assert loop[0]["videoseek"]["look_on_share"] == 1.0
+    row = json.loads((out / "metrics.jsonl").read_text())
+    # every group started looking on: the decision is reported apart, tool use is of the policy's own starts (none)
+    assert row["look_on_start/look_on_n"] == 3.0 and row["look_on_n"] == 0.0 and "crop_rate" not in row
 
 
 def test_the_verl_backend_composes_the_turn_estimator_and_the_loop_options(tmp_path, index_sample):
