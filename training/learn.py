@@ -104,7 +104,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "docs/experiments/2026-12-05-turn-level-credit-100-steps.md) or trajectory-level (docs/training.md, 'Turn-level credit')")
     p.add_argument("--over-turn-mask", action="store_true", help="GRPO: Mini-o3's over-turn masking (run_csgrpo.py --over-turn-mask)")
     p.add_argument("--look-on-share", type=float, default=None, metavar="F",
-                   help="GRPO: the share of groups that start from two forced crops that missed (run_csgrpo.py --look-on-share)")
+                   help="GRPO: the share of groups that start from two forced crops that missed (run_csgrpo.py --look-on-share; "
+                        "default: the learn_cpu config's, 0.25)")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--resume", action="store_true", help="keep RUN and skip the stages whose outputs exist")
     group.add_argument("--overwrite", action="store_true", help="delete RUN first")
