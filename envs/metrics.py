@@ -251,7 +251,7 @@ def look_on(traj: Trajectory, tool: str = LOOK_ON_TOOL) -> bool | None:
     return traj.turns[second + 1].tool_name == tool
 
 
-def starts_looking_on(traj: Trajectory) -> bool:
+def began_in_look_on_state(traj: Trajectory) -> bool:
     """Did the episode start in the look-on state (its first turns forced: `agents.groups.look_on_start`)?"""
     return bool(traj.turns) and traj.turns[0].forced
 

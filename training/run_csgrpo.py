@@ -111,7 +111,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--look-on-share", type=float, default=None, metavar="F",
                    help="the share of each step's groups that start in the look-on state: two forced crops that missed "
                         "(agents.groups.look_on_start, not trained on), so that the group's G episodes differ only in what the "
-                        "policy decides then; both backends (default 0)")
+                        "policy decides then; both backends (default: the config's loop.look_on_share, else 0; learn_cpu: 0.25)")
     p.add_argument("--vision-reuse", action="store_true",
                    help="local backend, frozen vision tower: the policy forward reuses the reference forward's vision-tower "
                         "hidden states (exact; bench/bench_vision_reuse.py)")
@@ -323,7 +323,7 @@ def run_local(args: argparse.Namespace) -> int:
     from verl.utils.config import omega_conf_to_dataclass
     from videoseek.agents.hf_policy import TransformersPolicy
     from videoseek.agents.rollout import run_rollouts
-    from videoseek.envs.metrics import look_on_rate, starts_looking_on
+    from videoseek.envs.metrics import began_in_look_on_state, look_on_rate
     from videoseek.envs.tools import tool_names
     from videoseek.training.local_backend.collapse import CollapseWatch, call_push, tool_use_metrics
     from videoseek.training.local_backend.grpo import grpo_update
@@ -467,8 +467,8 @@ def run_local(args: argparse.Namespace) -> int:
         # Tool use, its collapse watch and the look-on rate: of the episodes the policy started; those
         # that started in the look-on state (--look-on-share) report their decision apart.
         origin = [t for t in trajectories if t.group.role == "origin"]
-        own = [t for t in origin if not starts_looking_on(t)]
-        started = {f"look_on_start/{k}": v for k, v in look_on_rate(t for t in origin if starts_looking_on(t)).items()}
+        own = [t for t in origin if not began_in_look_on_state(t)]
+        started = {f"look_on_start/{k}": v for k, v in look_on_rate(t for t in origin if began_in_look_on_state(t)).items()}
         row = {"step": step, **rollout_metrics(trajectories), **tool_use_metrics(own, watch.tools), **look_on_rate(own), **started,
                **call_push(trajectories, env_config.reward.component_weights(), norm_by_std), **groups, **update, "episodes": len(batch.episodes),
                "time/rollout_s": t_rollout, "time/step_s": time.perf_counter() - t0}  # fmt: skip
