@@ -487,6 +487,7 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
             prediction=answer,
             assistant_turns=[t.assistant for t in turns],
             calls=self.evidence.call_spans(),
+            call_frames=self.evidence.call_frames(),
             zooms=self.evidence.region_looks(),
             invalid_calls=self.trajectory.invalid_calls,
             duration=self.duration,
@@ -651,7 +652,7 @@ class VideoSeekEnv(gym.Env[Obs, ActType]):
         index = len(self.trajectory.calls)
         fields: dict[str, Any] = {}
         if result.span is not None:
-            ev = self.evidence.add(*result.span)
+            ev = self.evidence.add(*result.span, frame_times=ts)  # the frames shown, after the budget's cut
             self._call_of_span.append(index)
             dup = None if ev.duplicate_of is None else self._call_of_span[ev.duplicate_of]
             fields.update(start=ev.start, end=ev.end, gain=ev.gain, duplicate_of=dup, fragment=ev.adjacent_to_previous, best_prior_tiou=ev.best_prior_tiou)

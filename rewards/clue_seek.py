@@ -9,7 +9,8 @@ Evidence state (DESIGN.md; `EvidenceState` below, the one implementation: the en
 call's gain, duplicate and fragment flags from it, `videoseek.envs.EvidenceState` is this class):
 R = union of retrieved calls, C = union of clue intervals, both clipped to [0, duration];
 coverage = |R∩C|/|C|; E = |R∩C|/|R∪C|; gain g_k = E_k − E_{k−1} with E_0 = 0. Its thresholds
-(`duplicate_tiou`, `adjacency_gap`, `zoom_time_gate`) are the episode's `ClueSeekParams`.
+(`duplicate_tiou`, `adjacency_gap`, `zoom_time_gate`) are the episode's `ClueSeekParams`; with
+`coverage_by="frames"` the hit R∩C keeps only the clue intervals a returned frame lies in.
 
     R_tool = w_cov·coverage_K − w_irr·|R_K − C|/duration + w_gain·#{k: g_k > θ_gain}
              − p_excess·max(0, N − n_free) − p_dup·#duplicates − p_frag·#fragments
@@ -47,6 +48,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict
 
 from .grounding import region_iou
@@ -78,6 +81,11 @@ class ClueSeekParams(BaseModel):
     zoom_iou: float = 0.5  # the usual detection hit threshold (PASCAL VOC)
     zoom_time_gate: float = 2.0  # seconds between the zoomed frame and a key frame (grounding's time_gate)
     min_reward: float = -1.0
+    # What "coverage" counts (the seed's word, not its pixels): "span", the seed's interval coverage,
+    # or "frames", where a clue interval counts only once a frame a call returned lies in it: a wide
+    # span whose sparse frames step over a 1 s clue showed the model nothing, yet "span" credits it
+    # (docs/experiments/2026-12-06-coverage-by-frames.md). Frames of an unrecorded call count as the span.
+    coverage_by: Literal["span", "frames"] = "span"
     # Not in the seed (default off, the paper's reward): DeepEyes' conditional tool reward. With it on,
     # a wrong answer keeps the search's costs (a negative clue-seek) but not its credit, so a
     # policy cannot buy clue-seek reward with accuracy (applied by `compose.episode_components`).
@@ -134,6 +142,10 @@ class EvidenceState:
     Spatial evidence (a `zoom` at one frame) does not change the temporal state: a frame is an
     instant, not a span. `add_region` records the region and its IoU with the key-frame boxes.
 
+    With `params.coverage_by="frames"` the hit is R ∩ S instead of R ∩ C, S the union of the clue
+    intervals (the connected parts of C) that a frame returned by a call lies in: `add(start, end,
+    frame_times)` passes the times of the frames the call showed. `irrelevant` stays R − C.
+
     >>> ev = EvidenceState(clue_intervals=[(10, 12)], duration=60)
     >>> round(ev.add(9, 13).gain, 3)
     0.5
@@ -141,6 +153,11 @@ class EvidenceState:
     (1.0, 0.5)
     >>> round(ev.add(40, 50).gain, 3)   # irrelevant footage lowers E
     -0.357
+    >>> ev = EvidenceState([(10, 11)], 60, params=ClueSeekParams(coverage_by="frames"))
+    >>> ev.add(0, 30, frame_times=[0, 7.5, 15, 22.5]).coverage   # 4 frames 7.5 s apart step over the 1 s clue
+    0.0
+    >>> ev.add(8, 12, frame_times=[8, 9.5, 10.5, 12]).coverage
+    1.0
     """
 
     clue_intervals: Sequence[Sequence[float]]
@@ -151,6 +168,8 @@ class EvidenceState:
     regions: list[tuple[float, list[float], float | None]] = field(default_factory=list)  # (time, box, IoU)
     _clues: list[Interval] = field(init=False, repr=False)
     _retrieved: list[Interval] = field(init=False, repr=False, default_factory=list)
+    _seen: list[Interval] = field(init=False, repr=False, default_factory=list)  # clue parts a frame lay in ("frames")
+    _frames: list[tuple[float, ...] | None] = field(init=False, repr=False, default_factory=list)  # per call
 
     def __post_init__(self) -> None:
         clipped = (clip(iv, 0.0, self.duration) for iv in self.clue_intervals)
@@ -166,14 +185,19 @@ class EvidenceState:
         return list(self._retrieved)
 
     @property
+    def hit(self) -> float:
+        """|R∩C|, or |R∩S| with `coverage_by="frames"` (S: the clue intervals a returned frame lay in)."""
+        return measure(intersection(self._retrieved, self._seen if self.params.coverage_by == "frames" else self._clues))
+
+    @property
     def coverage(self) -> float:
         c = measure(self._clues)
-        return measure(intersection(self._retrieved, self._clues)) / c if c > 0 else 0.0
+        return self.hit / c if c > 0 else 0.0
 
     @property
     def precision(self) -> float:
         r = measure(self._retrieved)
-        return measure(intersection(self._retrieved, self._clues)) / r if r > 0 else 0.0
+        return self.hit / r if r > 0 else 0.0
 
     @property
     def irrelevant(self) -> float:
@@ -184,14 +208,19 @@ class EvidenceState:
 
     @property
     def score(self) -> float:
-        return tiou(self._retrieved, self._clues)
+        if self.params.coverage_by == "span":
+            return tiou(self._retrieved, self._clues)
+        total = measure(self._retrieved + self._clues)
+        return self.hit / total if total > 0 else 0.0
 
     def snapshot(self) -> dict[str, float]:
         return {"coverage": self.coverage, "precision": self.precision, "score": self.score}
 
     # ---- transitions -------------------------------------------------------------------------
-    def add(self, start: float, end: float) -> CallEvidence:
+    def add(self, start: float, end: float, frame_times: Sequence[float] | None = None) -> CallEvidence:
         """Record one span call; the span is clipped to [0, duration]. Raises on an empty span.
+        `frame_times`: the times of the frames the call returned (what `coverage_by="frames"` reads;
+        None: not recorded, the span's clues count as seen).
 
         The geometry rules, here only: a duplicate is a call with tIoU > `duplicate_tiou` with ANY
         earlier call (the first such call is named); a call is adjacent to the previous one when
@@ -211,6 +240,12 @@ class EvidenceState:
             # Touching or nearly touching, not substantially overlapping: a small step along the video.
             adjacent = abs(gap) <= self.params.adjacency_gap and dup is None
         self._retrieved = union([*self._retrieved, span])
+        self._frames.append(None if frame_times is None else tuple(float(t) for t in frame_times))
+        if frame_times is None:
+            shown = [c for c in self._clues if min(c[1], span[1]) > max(c[0], span[0])]
+        else:
+            shown = [c for c in self._clues if any(c[0] <= t <= c[1] for t in frame_times)]
+        self._seen = union([*self._seen, *shown])
         rec = CallEvidence(
             index=len(self.calls),
             start=span[0],
@@ -236,6 +271,10 @@ class EvidenceState:
 
     def call_spans(self) -> list[Interval]:
         return [(c.start, c.end) for c in self.calls]
+
+    def call_frames(self) -> list[tuple[float, ...] | None]:
+        """The frame times each span call returned, in `call_spans` order (None: not recorded)."""
+        return list(self._frames)
 
     def region_looks(self) -> list[tuple[float, list[float]]]:
         """The spatial looks in order, as (time, box): what the clue-seek reward's zoom term reads."""
@@ -276,13 +315,16 @@ def clue_seek_reward(
     return_breakdown: bool = False,
     zooms: Sequence[tuple[float, Sequence[float]]] = (),
     key_frames: Sequence = (),
+    call_frames: Sequence[Sequence[float] | None] = (),
     **overrides: float,
 ) -> float | tuple[float, dict]:
     """CS-GRPO tool reward of one episode's calls (in call order, seconds).
 
     `params` or keyword overrides (e.g. `duplicate_penalty=0.3`) set the weights and thresholds
     (see `ClueSeekParams`). `zooms` are the accepted `zoom` calls as (time, box), scored against
-    the sample's `key_frames` (boxes in fractions of the frame). With `return_breakdown=True`
+    the sample's `key_frames` (boxes in fractions of the frame). `call_frames` are the times of the
+    frames each call returned, aligned with `calls` (what `coverage_by="frames"` reads; a missing
+    entry or None: the span counts). With `return_breakdown=True`
     returns (reward, breakdown) where the breakdown has the counts, each term and the per-call gains.
 
     >>> clue_seek_reward([], [(2, 4)], 10, zooms=[(3.0, [0.1, 0.1, 0.3, 0.3])],
@@ -293,7 +335,8 @@ def clue_seek_reward(
     if overrides:
         p = ClueSeekParams(**{**p.model_dump(), **overrides})
     state = EvidenceState(clue_intervals, duration, key_frames=key_frames, params=p)
-    trace = [state.add(*call[:2]) for call in calls if clip(call, 0.0, duration) is not None]  # outside the video: skipped
+    frames = [*call_frames, *[None] * max(0, len(calls) - len(call_frames))]
+    trace = [state.add(*call[:2], frame_times=f) for call, f in zip(calls, frames) if clip(call, 0.0, duration) is not None]  # outside the video: skipped
     zoom_ious = [state.add_region(t, box) for t, box in zooms]
     gains = [t.gain for t in trace]
     coverage = trace[-1].coverage if trace else 0.0

@@ -85,7 +85,7 @@ class ClueSeek(RewardComponent):
         ep, params = ctx.episode, ctx.params
         value = float(
             clue_seek_reward(ep.calls, ctx.field("clue_intervals") or [], ep.duration, ep.invalid_calls,
-                             params=params, zooms=ep.zooms, key_frames=ctx.field("key_frames") or [])
+                             params=params, zooms=ep.zooms, key_frames=ctx.field("key_frames") or [], call_frames=ep.call_frames)
         )  # fmt: skip
         # DeepEyes' conditional tool reward (off by default): a wrong answer keeps the costs, not the credit.
         return min(value, 0.0) if params.paid_if_correct and not ctx.correct else value

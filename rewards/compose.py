@@ -40,6 +40,7 @@ class EpisodeSummary:
     duration: float  # seconds
     truncated: bool = False  # ended by a budget rather than an answer
     zooms: list[tuple[float, list[float]]] = field(default_factory=list)  # accepted zoom calls: (frame time, box)
+    call_frames: list[tuple[float, ...] | None] = field(default_factory=list)  # times of the frames each of `calls` returned (None: not recorded)
     metadata: dict[str, Any] = field(default_factory=dict, compare=False)  # e.g. {"success_rates": [...]}
 
 

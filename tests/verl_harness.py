@@ -69,10 +69,10 @@ FRAME_AT = '<think>One frame.</think><tool_call>{"name": "frame_at", "arguments"
 
 
 def make_config(tmp_path, model, parquet, reward="default", response_length=256, group_size=2, batch_size=1, loop=None, overrides=None, env=None,
-                prompt_length=1024):  # fmt: skip
+                prompt_length=1024, reward_params=None):  # fmt: skip
     spec = TrainSpec(
         model=str(model), train_files=[str(parquet)], val_files=[str(parquet)], out=str(tmp_path / "run"), reward=reward,
-        group_size=group_size, batch_size=batch_size, n_gpus=1, prompt_length=prompt_length, response_length=response_length,
+        reward_params=reward_params or {}, group_size=group_size, batch_size=batch_size, n_gpus=1, prompt_length=prompt_length, response_length=response_length,
         max_turn_tokens=64, env=env or ENV, loop=loop or {}, overrides={"actor_rollout_ref.rollout.agent.num_workers": 1, "data.dataloader_num_workers": 0, **(overrides or {})},
     )  # fmt: skip
     write_spec_run_record(spec, "verl", {}, [parquet])  # as run_csgrpo.py's verl backend writes it

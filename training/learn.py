@@ -102,6 +102,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--advantage", choices=("trajectory", "turn"), default="turn",
                    help="GRPO's credit (run_csgrpo.py --advantage): turn-level (default: better than trajectory-level in 3 of 4 seeds, "
                         "docs/experiments/2026-12-05-turn-level-credit-100-steps.md) or trajectory-level (docs/training.md, 'Turn-level credit')")
+    p.add_argument("--config", default="learn_cpu", metavar="NAME|YAML",
+                   help="GRPO's ready config (run_csgrpo.py --config), whose env every stage takes (default learn_cpu); "
+                        "a variant of it is how an experiment changes the reward or the loop")
     p.add_argument("--over-turn-mask", action="store_true", help="GRPO: Mini-o3's over-turn masking (run_csgrpo.py --over-turn-mask)")
     p.add_argument("--look-on-share", type=float, default=None, metavar="F",
                    help="GRPO: the share of groups that start from two forced crops that missed (run_csgrpo.py --look-on-share; "
@@ -162,7 +165,7 @@ def learn(args: argparse.Namespace) -> int:
     (out / "logs").mkdir(exist_ok=True)
     started = time.perf_counter()
     python, videoseek = sys.executable, [sys.executable, "-m", "videoseek"]
-    config = load_ready_config("learn_cpu")
+    config = load_ready_config(args.config)
     env = env_flags(config["env"])
     tools = ["--tools", args.tools] if args.tools is not None else []  # the env's tools, as every stage takes them
     common = ["--reward", config["reward"], *env, *tools, "--no-progress"]
@@ -221,7 +224,7 @@ def learn(args: argparse.Namespace) -> int:
     done = grpo_state.is_file() and json.loads(grpo_state.read_text())["step"] >= steps
     again = ["--resume"] if grpo_state.is_file() else ["--overwrite"]  # continue a stopped GRPO run, else start clean
     stage(grpo_state if done else out / "grpo" / "not-finished",
-          [python, str(HERE / "run_csgrpo.py"), "--backend", "local", "--config", "learn_cpu", "--model", str(checkpoints["sft"]),
+          [python, str(HERE / "run_csgrpo.py"), "--backend", "local", "--config", args.config, "--model", str(checkpoints["sft"]),
            "--data", str(data["pool"]), "--out", str(out / "grpo"), "--threads", str(args.threads), "--seed", str(args.seed), "--steps", str(steps),
            "--advantage", args.advantage, *(["--over-turn-mask"] if args.over_turn_mask else []),
            *(["--look-on-share", str(args.look_on_share)] if args.look_on_share is not None else []), *tools, *again])  # fmt: skip

@@ -201,6 +201,7 @@ def _turns_from_record(sample: dict[str, Any], record: dict[str, Any], reward: A
     texts = [t for t in episode.get("assistant_turns") or [] if isinstance(t, str)]
     spans = [c for c in episode.get("calls") or [] if isinstance(c, (list, tuple)) and len(c) == 2]
     zooms = [z for z in episode.get("zooms") or [] if isinstance(z, (list, tuple)) and len(z) == 2 and isinstance(z[1], (list, tuple))]
+    frames = [[t for t in f if _float(t) is not None] if isinstance(f, (list, tuple)) else None for f in episode.get("call_frames") or []]
     counts = {str(k): int(v) for k, v in (record.get("tool_calls") or {}).items() if isinstance(v, (int, float))}
     duration = _float(episode.get("duration")) or _float(sample.get("duration")) or 0.0
     key_frames = [k for k in sample.get("key_frames") or [] if isinstance(k, dict)]
@@ -226,7 +227,8 @@ def _turns_from_record(sample: dict[str, Any], record: dict[str, Any], reward: A
             if span is not None:
                 want = (min(max(span[0], 0.0), duration), min(max(span[1], 0.0), duration))
                 if k < len(spans) and _same(want, spans[k]):
-                    ev = state.add(float(spans[k][0]), float(spans[k][1]))
+                    shown = frames[k] if k < len(frames) else None  # the frame times, where the record has them
+                    ev = state.add(float(spans[k][0]), float(spans[k][1]), frame_times=shown)
                     k += 1
                     call_of_span.append(n_calls)
                     call = {**base, "arguments": {**args, "start": ev.start, "end": ev.end}, "clipped": (ev.start, ev.end) != span,

@@ -288,3 +288,29 @@ def test_duplicate_threshold_of_the_reward_config_sets_the_call_record(index_sam
     (raw,) = [json.loads(line) for line in (tmp_path / "trajectories.jsonl").read_text().splitlines()]
     calls = episode_view(raw, tmp_path, lambda p: p)["calls"]
     assert [c["duplicate_of_n"] for c in calls] == [None, 1 if duplicate else None]
+
+
+@pytest.mark.parametrize("coverage_by", ["span", "frames"])
+def test_coverage_by_frames_reads_the_frames_the_crop_returned(index_sample, coverage_by):
+    """Two frames of a crop of the whole video step over the clue [12, 13.5]: "frames" records no
+    coverage and no gain for that call, "span" full coverage; the summary carries the frame times
+    the observation showed, so the reward re-scored from it is the env's."""
+    from videoseek.rewards import RewardConfig, clue_seek_reward
+
+    reward = RewardConfig(preset="csgrpo", clue_seek={"coverage_by": coverage_by})
+    env = VideoSeekEnv(index_sample, EnvConfig(frames_per_call=2, reward=reward))
+    env.reset(seed=0)
+    obs, *_, info = env.step(crop(0, 20))
+    shown = [float(t) for t in obs["timestamps"]]
+    assert len(shown) == 2 and not any(12 <= t <= 13.5 for t in shown)
+    assert info["evidence"]["coverage"] == (0.0 if coverage_by == "frames" else 1.0)
+    obs, *_, info = env.step(crop(12.5, 13.5))
+    # a frame in the clue: the clue is seen, and the first crop had retrieved all of it
+    assert all(12 <= t <= 13.5 for t in obs["timestamps"]) and info["evidence"]["coverage"] == 1.0
+    env.step("<think>green</think><answer>B</answer>")
+    summary = env.summary()
+    assert summary.call_frames[0] == pytest.approx(shown) and len(summary.call_frames) == 2
+    assert env.trajectory.reward_components["clue_seek"] == pytest.approx(
+        clue_seek_reward(summary.calls, index_sample.clue_intervals, env.duration, params=reward.clue_seek, call_frames=summary.call_frames))
+    gains = [t.call.gain for t in env.trajectory.turns[:2]]
+    assert (gains[0] == 0.0) == (coverage_by == "frames")

@@ -149,3 +149,48 @@ def test_env_scores_a_zoom_on_the_key_frame(index_sample):
         call = env.trajectory.calls[0]
         scores[call.box_iou] = env.trajectory.reward_components["clue_seek"]
     assert scores == {1.0: pytest.approx(0.1), 0.0: pytest.approx(0.0)}
+
+
+# ---- coverage by the frames shown (coverage_by="frames") ---------------------------------------------
+FRAMES = ClueSeekParams(coverage_by="frames")
+
+
+def test_frames_that_step_over_the_clue_cover_nothing():
+    """A wide crop whose sparse frames miss a short clue: "span" credits coverage, "frames" none; a crop
+    whose frames land in the clue scores alike under both."""
+    wide, missed, hit = (0, 40), [0.0, 13.0, 26.0, 39.0], [10.0, 12.0, 14.0, 16.0]
+    _, span = clue_seek_reward([wide], [(14, 15)], 60, call_frames=[missed], return_breakdown=True)
+    r, seen = clue_seek_reward([wide], [(14, 15)], 60, call_frames=[missed], params=FRAMES, return_breakdown=True)
+    assert span["coverage"] == 1.0 and span["useful"] == 0  # E = 1/40: no gain credit either way
+    assert seen["coverage"] == 0.0 and seen["evidence"] == 0.0 and seen["irrelevant"] == span["irrelevant"]
+    assert r == pytest.approx(-39 / 60)
+    for params in (None, FRAMES):
+        assert clue_seek_reward([(9, 17)], [(14, 15)], 60, call_frames=[hit], params=params) == pytest.approx(1 + 0.1 - 7 / 60)
+
+
+def test_a_clue_seen_by_one_call_counts_where_any_call_retrieved_it():
+    """Coverage counts R ∩ S: a clue part a frame lay in counts wherever the calls retrieved it; an
+    unseen clue part of the same call does not."""
+    clues = [(10, 12), (30, 32)]
+    calls, frames = [(9, 31), (11, 13)], [[9.0, 20.0, 31.0], [11.5]]
+    _, b = clue_seek_reward(calls, clues, 60, call_frames=frames, params=FRAMES, return_breakdown=True)
+    # R ∪ C = [9, 32] throughout. Call 1: frame 31 lies in [30, 32] (1 s of it retrieved), none in
+    # [10, 12]: E = 1/23. Call 2 (inside R) shows [10, 12], which call 1 retrieved: E = 3/23.
+    assert b["gains"] == pytest.approx([1 / 23, 2 / 23])
+    assert b["coverage"] == pytest.approx(3 / 4)
+
+
+@settings(max_examples=200, deadline=None)
+@given(calls_st, clues_st)
+def test_frames_mode_without_recorded_frames_is_span_mode(calls, clues):
+    """Calls whose frames were not recorded count their span: older records score as they did."""
+    assert clue_seek_reward(calls, clues, 60, params=FRAMES) == pytest.approx(clue_seek_reward(calls, clues, 60), abs=1e-12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(calls_st, clues_st, st.data())
+def test_frames_never_cover_more_than_spans(calls, clues, data):
+    frames = [data.draw(st.lists(st.floats(min(s, e), max(s, e)), max_size=4)) for s, e in calls]
+    _, span = clue_seek_reward(calls, clues, 60, return_breakdown=True)
+    _, seen = clue_seek_reward(calls, clues, 60, call_frames=frames, params=FRAMES, return_breakdown=True)
+    assert seen["coverage"] <= span["coverage"] + 1e-12 and seen["evidence"] <= span["evidence"] + 1e-12

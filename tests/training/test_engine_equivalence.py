@@ -178,22 +178,23 @@ def decide_after_misses(turn: int, seed: int, frames: np.ndarray) -> str:
     return pixel_answer(frames)
 
 
-def local_episodes(samples, preset, model, env=ENV, decide=decide, initial_frames=(), look_on_share=0.0):
+def local_episodes(samples, preset, model, env=ENV, decide=decide, initial_frames=(), look_on_share=0.0, reward_params=None):
     """The local backend's step: `run_rollouts` at (SEED, STEP), then the batch it would train on."""
     processor = hf_processor(str(model))
     recorder = RecordingPolicy(PixelPolicy(processor.tokenizer, decide))
-    config = EnvConfig(**env, reward=RewardConfig(preset=preset))
+    config = EnvConfig(**env, reward=RewardConfig(preset=preset, **(reward_params or {})))
     trajs = run_rollouts(samples, recorder, group_size=GROUP, env_config=config, seed=SEED, step=STEP, progress=False,
                          initial_frames=initial_frames, look_on_share=look_on_share)  # fmt: skip
     renderer = ConversationRenderer(processor, mode="video", tools=config.tools, **PIXELS)
     return trajs, training_batch(trajs, recorder, renderer, reward_config=config.reward)
 
 
-def verl_episodes(tmp_path, samples, preset, model, env=ENV, decide=decide, server=None, response_length=256, loop=None, overrides=None, group_size=GROUP):
+def verl_episodes(tmp_path, samples, preset, model, env=ENV, decide=decide, server=None, response_length=256, loop=None, overrides=None, group_size=GROUP,
+                  reward_params=None):  # fmt: skip
     """verl's v1 worker and trainer, one step, on the same samples (one batch holds both questions)."""
     parquet = export_samples(samples, tmp_path / "export", "train", EnvConfig(**env), progress=False)
     cfg = make_config(tmp_path, model, parquet, reward=preset, group_size=group_size, batch_size=len(samples), response_length=response_length,
-                      loop={**PIXELS, "seed": SEED, **(loop or {})}, env=env, overrides=overrides)  # fmt: skip
+                      loop={**PIXELS, "seed": SEED, **(loop or {})}, env=env, overrides=overrides, reward_params=reward_params)  # fmt: skip
     run = V1Run(cfg, model, respond=None if server else make_respond(hf_processor(str(model)).tokenizer, decide), server=server)
     try:
         batch, _, stored = run.step()
@@ -281,6 +282,27 @@ def test_run_rollouts_and_verl_v1_play_identical_episodes(tmp_path, tiny_model, 
     trajs, local = local_episodes(samples, preset, tiny_model)
     _, stored, dumped = verl_episodes(tmp_path, samples, preset, tiny_model)
     assert_same_episodes(trajs, local, stored, dumped, preset)
+
+
+WIDE = (4.0, 16.0)  # 4 frames at 5.5, 8.5, 11.5, 14.5 s: around the clue [12, 13.5], none in it
+
+
+def decide_wide(turn: int, seed: int, frames: np.ndarray) -> str:
+    """A seeded crop, on an even seed the wide one whose frames step over the clue, then an answer."""
+    if turn == 0:
+        return crop(*(WIDE if seed % 2 == 0 else WINDOWS[seed % len(WINDOWS)]))
+    return pixel_answer(frames)
+
+
+def test_coverage_by_frames_scores_the_same_frames_on_both_paths(tmp_path, tiny_model, samples, store):
+    """`clue_seek.coverage_by: frames` reads the frame times each crop returned; both drivers carry them
+    to the reward: the same evidence and rewards, and the wide crop's frames cover none of the clue."""
+    frames = {"clue_seek": {"coverage_by": "frames"}}
+    trajs, local = local_episodes(samples, "csgrpo", tiny_model, decide=decide_wide, reward_params=frames)
+    _, stored, dumped = verl_episodes(tmp_path, samples, "csgrpo", tiny_model, decide=decide_wide, reward_params=frames)
+    assert_same_episodes(trajs, local, stored, dumped, "csgrpo")
+    first = {(c.start, c.end): t.turns[0].evidence["coverage"] for t in trajs if (c := t.turns[0].call) is not None}
+    assert first[WIDE] == 0.0 and max(first.values()) > 0  # the wide crop saw nothing; a window in the clue did
 
 
 @pytest.mark.parametrize("preset", ["csgrpo", "dmgrpo"])

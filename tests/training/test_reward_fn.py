@@ -96,12 +96,13 @@ def test_tool_agent_rows_score_the_adapters_record(index_sample):
 
     index_sample = index_sample.model_copy(update={"duration": 20.0})  # as export-verl writes it
     info = {"sample": sample_to_json(index_sample), "reward_preset": "csgrpo", "tools": ["crop_video", "zoom"],
-            TOOL_KEY: {"calls": [[11.5, 14.0]], "zooms": [[12.5, [0.25, 0.25, 0.75, 0.75]]], "tool_calls": {"crop_video": 1, "zoom": 1},
-                       "invalid_calls": 0, "frames": 5}}  # fmt: skip
+            TOOL_KEY: {"calls": [[11.5, 14.0]], "call_frames": [[11.8, 12.4, 13.0, 13.6]], "zooms": [[12.5, [0.25, 0.25, 0.75, 0.75]]],
+                       "tool_calls": {"crop_video": 1, "zoom": 1}, "invalid_calls": 0, "frames": 5}}  # fmt: skip
     text = f"{CALL}<|im_end|>\n<|im_start|>user\n<tool_response>x</tool_response><|im_end|>\n<|im_start|>assistant\n<answer>B</answer>"
     out = compute_score("s", text, "B", info)
     episode = episode_from_response(text, 20.0, info[TOOL_KEY])
     assert episode.zooms == [(12.5, [0.25, 0.25, 0.75, 0.75])] and episode.calls == [(11.5, 14.0)]
+    assert episode.call_frames == [(11.8, 12.4, 13.0, 13.6)]  # what clue_seek.coverage_by "frames" reads
     assert out["score"] == pytest.approx(score_episode(index_sample, episode, RewardConfig(preset="csgrpo"))[0])
     assert (out["calls"], out["calls/crop_video"], out["calls/zoom"]) == (2.0, 1.0, 1.0)
     plain = compute_score("s", "<answer>B</answer>", "B", {"sample": sample_to_json(index_sample)})  # rows of the one-tool days

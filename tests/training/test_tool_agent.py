@@ -80,6 +80,9 @@ def call(tool, sample, arguments, agent_data):
     return asyncio.run(run())
 
 
+CROP_FRAMES = [11.6, 11.9, 12.2, 12.5, 12.9, 13.2, 13.5, 13.8]  # the 8 frames crop_video returns for [11.5, 14.0]
+
+
 def test_export_puts_the_sample_in_each_tools_create_kwargs(exported, sample, tmp_path):
     row = pd.read_parquet(exported).iloc[0]
     assert row["agent_name"] == "tool_agent" and list(row["extra_info"]["tools"]) == ["crop_video"]
@@ -122,7 +125,7 @@ def test_calls_play_through_the_env_and_malformed_calls_cost_a_turn(sample):
     assert response.text.startswith("zoom returned the frame at 12.5s")
     response, _, _ = call(zoom, sample, {"time": 12.5, "box": [0.5, 0.5, 0.4, 0.9]}, data)  # x1 >= x2
     assert response.image is None and response.text.startswith("Error") and "x1 < x2" in response.text
-    assert data.extra_fields[TOOL_KEY] == {"calls": [[11.5, 14.0]], "zooms": [[12.5, [0.25, 0.25, 0.75, 0.75]]],
+    assert data.extra_fields[TOOL_KEY] == {"calls": [[11.5, 14.0]], "call_frames": [[11.8, 12.4, 13.0, 13.6]], "zooms": [[12.5, [0.25, 0.25, 0.75, 0.75]]],
                                            "tool_calls": {"crop_video": 1, "zoom": 1}, "invalid_calls": 1, "frames": 5}  # fmt: skip
     response, _, _ = call(crop, sample, {"start": "abc", "end": 3}, data)  # four calls of either tool: the budget is spent
     assert response.image is None and response.text.startswith("Error")
@@ -190,7 +193,8 @@ def test_two_trainer_steps_through_verls_tool_agent_loop(tmp_path, tiny_model, e
                     assert "image_grid_thw" not in mm and image_pad not in ids.tolist()
                     continue
                 cropped += 1
-                assert record == {"calls": [[11.5, 14.0]], "zooms": [], "tool_calls": {"crop_video": 1}, "invalid_calls": 0, "frames": 8}
+                assert record == {"calls": [[11.5, 14.0]], "call_frames": [CROP_FRAMES], "zooms": [], "tool_calls": {"crop_video": 1},
+                                  "invalid_calls": 0, "frames": 8}  # fmt: skip
                 # the tool's 8 frames are 8 images in the trained sequence, their tokens equal to their features
                 assert mm["image_grid_thw"].shape[0] == 8 and "video_grid_thw" in mm  # the sparse frames stay a video
                 assert int((ids == image_pad).sum()) == int(mm["image_grid_thw"].prod(-1).sum()) // merge
@@ -242,7 +246,7 @@ def test_a_trainer_step_with_crop_zoom_and_a_custom_tool(tmp_path, tiny_model, s
             if not record:
                 continue
             called += 1
-            assert record == {"calls": [[11.5, 14.0]], "zooms": [[12.5, [0.25, 0.25, 0.75, 0.75]]],
+            assert record == {"calls": [[11.5, 14.0]], "call_frames": [CROP_FRAMES], "zooms": [[12.5, [0.25, 0.25, 0.75, 0.75]]],
                               "tool_calls": {"crop_video": 1, "zoom": 1, "frame_at": 1}, "invalid_calls": 0, "frames": 8 + 1 + 1}  # fmt: skip
             expected = EpisodeSummary(prediction="B", assistant_turns=[CROP, ZOOM, FRAME_AT, ANSWER], calls=[(11.5, 14.0)],
                                       zooms=[(12.5, [0.25, 0.25, 0.75, 0.75])], invalid_calls=0, duration=20.0)  # fmt: skip

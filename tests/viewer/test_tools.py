@@ -334,3 +334,22 @@ def test_verl_dump_replays_the_evidence_with_the_runs_thresholds(index_sample):
         raw = json.loads(convert_line(json.dumps(line).encode(), line, 3, 0, {}))
         marks[tiou] = [t["call"]["duplicate_of"] for t in raw["turns"] if t["call"]]
     assert marks == {0.7: [None, 0], 0.8: [None, None]}
+
+
+def test_verl_dump_replays_coverage_by_the_frames_the_record_holds(index_sample):
+    """With `clue_seek.coverage_by: frames` the replay reads the frame times the agent loop's record
+    holds: the first crop's 8 frames step over the clue [12, 13.5], so it covers nothing, as in the env."""
+    from videoseek.rewards import RewardConfig
+    from videoseek.viewer.verldump import convert_line
+
+    texts = [call("crop_video", start=0.0, end=20.0), call("crop_video", start=12.0, end=13.5), "<answer>B</answer>"]
+    played = agent_loop_view(index_sample, ["crop_video"], texts)
+    assert not any(12 <= f.t <= 13.5 for f in played["turns"][0].observation.frames)
+    coverage = {}
+    for mode in ("span", "frames"):
+        view = json.loads(played["view"])
+        view["record"]["reward_config"] = RewardConfig(clue_seek={"coverage_by": mode}).model_dump(mode="json")
+        line = {"output": "".join(texts), "score": 1.0, "acc": 1.0, "videoseek_episode": json.dumps(view)}
+        raw = json.loads(convert_line(json.dumps(line).encode(), line, 3, 0, {}))
+        coverage[mode] = [t["evidence"]["coverage"] for t in raw["turns"][:2]]
+    assert coverage == {"span": [1.0, 1.0], "frames": [0.0, 1.0]}

@@ -43,11 +43,12 @@ TOOLS_KEY = "tools"  # extra_info["tools"]: the names of the tools the rows were
 def new_tool_record() -> dict[str, Any]:
     """The `TOOL_KEY` record of an episode on verl's `ToolAgentLoop` before its first call.
 
-    `calls`: the time spans of accepted span-retrieving calls, `zooms`: (time, box) of accepted
-    looks at a region (as `EpisodeSummary.calls` / `.zooms`); `tool_calls`: accepted calls per tool;
+    `calls`: the time spans of accepted span-retrieving calls, `call_frames`: the times of the frames
+    each of them returned, `zooms`: (time, box) of accepted looks at a region (as `EpisodeSummary`'s
+    fields of these names); `tool_calls`: accepted calls per tool;
     `invalid_calls`: rejected calls; `frames`: frames the calls returned (the episode's budget).
     """
-    return {"calls": [], "zooms": [], "tool_calls": {}, "invalid_calls": 0, "frames": 0}
+    return {"calls": [], "call_frames": [], "zooms": [], "tool_calls": {}, "invalid_calls": 0, "frames": 0}
 
 
 def loop_call_fields(trajectory: Trajectory | None, tools: list[str]) -> dict[str, Any]:
@@ -109,7 +110,16 @@ def summary_to_dict(summary: EpisodeSummary) -> dict[str, Any]:
     d = asdict(summary)
     d["calls"] = [[float(s), float(e)] for s, e in summary.calls]
     d["zooms"] = zooms_to_list(summary.zooms)
+    d["call_frames"] = frames_to_list(summary.call_frames)
     return d
+
+
+def frames_to_list(call_frames: Any) -> list[list[float] | None]:
+    return [None if ts is None else [float(t) for t in ts] for ts in call_frames or []]
+
+
+def frames_from_list(call_frames: Any) -> list[tuple[float, ...] | None]:
+    return [None if ts is None else tuple(float(t) for t in ts) for ts in call_frames or []]
 
 
 def zooms_to_list(zooms: Any) -> list[list[Any]]:
@@ -126,5 +136,6 @@ def summary_from_dict(d: dict[str, Any]) -> EpisodeSummary:
         duration=float(d.get("duration") or 0.0),
         truncated=bool(d.get("truncated", False)),
         zooms=[(float(t), [float(v) for v in box]) for t, box in d.get("zooms") or []],
+        call_frames=frames_from_list(d.get("call_frames")),
         metadata=dict(d.get("metadata") or {}),
     )

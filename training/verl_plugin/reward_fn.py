@@ -47,6 +47,7 @@ from videoseek.training.verl_plugin.records import (
     TOOLS_KEY,
     VIEW_KEY,
     episode_view,
+    frames_from_list,
     record_facts,
     sample_from_extra_info,
     summary_from_dict,
@@ -85,6 +86,7 @@ def episode_from_response(text: str, duration: float, tool_record: dict[str, Any
         assistant_turns=assistant_turns_of(text),
         calls=[(float(s), float(e)) for s, e in tool_record.get("calls") or []],
         zooms=[(float(t), [float(v) for v in box]) for t, box in tool_record.get("zooms") or []],
+        call_frames=frames_from_list(tool_record.get("call_frames")),
         invalid_calls=int(tool_record.get("invalid_calls") or 0),
         duration=duration,
     )

@@ -162,6 +162,7 @@ class VideoSeekTool(BaseTool):
             record["tool_calls"][call.tool] = record["tool_calls"].get(call.tool, 0) + 1
             if call.span is not None:
                 record["calls"].append([float(call.start), float(call.end)])
+                record["call_frames"].append([float(t) for t in timestamps])
             if call.box is not None:
                 record["zooms"].append([float(call.time), [float(v) for v in call.box]])
             record["frames"] += len(frames)
