@@ -25,7 +25,7 @@ import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 from videoseek.agents.policy import Message, stable_seed
 from videoseek.agents.scripted import search_turn
@@ -49,7 +49,7 @@ class EpisodePlan:
     index: int
     perturbation: dict[str, Any] | None
     seed: int
-    look_on: bool = False  # starts in the look-on state (`look_on_start`): its first turns are forced
+    look_on: str | None = None  # the kind of forced start it begins with (`look_on_start`); None: the policy plays every turn
 
 
 def run_seed(seed: int, step: int, *parts: Any) -> int:
@@ -88,7 +88,7 @@ def perturbation_of(kind: str, sample: VideoSample, seed: int, step: int) -> dic
     return {"kind": kind}
 
 
-def origin_plan(sample: VideoSample, index: int, seed: int, step: int = 0, look_on: bool = False) -> EpisodePlan:
+def origin_plan(sample: VideoSample, index: int, seed: int, step: int = 0, look_on: str | None = None) -> EpisodePlan:
     """The `index`-th episode of the sample's origin group."""
     episode_id = f"{sample.id}/g{index}"
     return EpisodePlan(episode_id, sample.id, index, None, episode_seed(seed, step, episode_id), look_on)
@@ -108,24 +108,33 @@ def perturbed_plans(sample: VideoSample, kinds: Sequence[str], size: int, seed: 
 
 
 def plan_group(sample: VideoSample, group_size: int, kinds: Sequence[str], seed: int, step: int = 0,
-               look_on_share: float = 0.0) -> list[EpisodePlan]:  # fmt: skip
+               look_on_share: float = 0.0, look_on_starts: Sequence[str] = ("two_misses",)) -> list[EpisodePlan]:  # fmt: skip
     """The origin group and each perturbed group of one sample, G episodes each (G~ = G, as VideoMend).
-    The origin group starts in the look-on state with probability `look_on_share` (`starts_looking_on`)."""
-    look_on = starts_looking_on(sample, seed, step, look_on_share)
+    The origin group begins with a forced start with probability `look_on_share`, its kind drawn
+    from `look_on_starts` (`look_on_kind`)."""
+    look_on = look_on_kind(sample, seed, step, look_on_share, look_on_starts)
     origins = [origin_plan(sample, g, seed, step, look_on) for g in range(group_size)]
     return origins + perturbed_plans(sample, kinds, group_size, seed, step)
 
 
 # ---- the look-on start (issue 37) ----------------------------------------------------------------
 LOOK_ON_WINDOWS = 4  # the hasty teacher's quarter windows (agents.scripted.SweepPolicy)
+LookOnStart = Literal["two_misses", "first_window"]  # the kinds of forced start (`look_on_start`)
+LOOK_ON_STARTS: tuple[str, ...] = get_args(LookOnStart)
 
 
-def look_on_start(sample: VideoSample, duration: float, windows: int = LOOK_ON_WINDOWS) -> list[str]:
-    """The forced first turns of an episode that starts in the look-on state: the searchers' crop
-    turns (`agents.scripted.search_turn`) of the first two of `windows` equal windows of the video
-    that overlap no clue interval, two accepted crops that leave clue coverage at 0. The policy
-    decides from the third turn on: look on, or answer without the evidence. Empty (the episode
-    starts as any other) for a sample without clue intervals or without two clue-free windows.
+def look_on_start(sample: VideoSample, duration: float, kind: str = "two_misses", windows: int = LOOK_ON_WINDOWS) -> list[str]:
+    """The forced first turns of an episode that begins with a forced start of `kind`, the searchers'
+    crop turns (`agents.scripted.search_turn`) of some of `windows` equal windows of the video:
+
+    - "two_misses", the look-on state: the first two windows that overlap no clue interval, two
+      accepted crops that leave clue coverage at 0. The policy decides from the third turn on:
+      look on, or answer without the evidence. Empty (the episode starts as any other) for a
+      sample without clue intervals or without two clue-free windows.
+    - "first_window", an exploring start (Sutton & Barto's Monte Carlo ES: episodes begin in states
+      the policy itself rarely visits): the first window, whatever it holds. Where it shows the
+      clue, answering is right; where it does not, looking on is: the group compares the two from
+      one exact state, and only the frames tell the states apart.
 
     One definition for the two uses: `videoseek rollout --look-on-probe` starts every episode so
     (the look-on rate is then measured on every question, not only where the policy happened to
@@ -139,8 +148,14 @@ def look_on_start(sample: VideoSample, duration: float, windows: int = LOOK_ON_W
     ['<think>The sparse frames do not show it.</think>', '<think>Not in that window.</think>']
     >>> look_on_start(s.model_copy(update={"clue_intervals": [(1.0, 2.0), (3.0, 6.0)]}), 10.0)
     []
+    >>> [t.split("<tool_call>")[1] for t in look_on_start(s, 10.0, "first_window")]
+    ['{"name": "crop_video", "arguments": {"start": 0.0, "end": 2.5}}</tool_call>']
     """
     spans = [(w * duration / windows, (w + 1) * duration / windows) for w in range(windows)]
+    if kind == "first_window":
+        return [search_turn(0, *spans[0]).text]
+    if kind != "two_misses":
+        raise ValueError(f"look_on_start: unknown kind {kind!r}; expected one of {', '.join(LOOK_ON_STARTS)}")
     clear = [(s, e) for s, e in spans if all(e <= cs or s >= ce for cs, ce in sample.clue_intervals)]
     if not sample.clue_intervals or len(clear) < 2:
         return []
@@ -159,6 +174,23 @@ def starts_looking_on(sample: VideoSample, seed: int, step: int, share: float) -
     if not 0.0 <= share <= 1.0:
         raise ValueError(f"look_on_share: {share} is not a share in [0, 1]")
     return share >= 1.0 or (share > 0.0 and run_seed(seed, step, sample.id, "look_on") % 1_000_000 < share * 1_000_000)
+
+
+def look_on_kind(sample: VideoSample, seed: int, step: int, share: float, kinds: Sequence[str] = ("two_misses",)) -> str | None:
+    """The forced start this sample's origin group begins with at (seed, step), None for none: whether
+    is `starts_looking_on`'s draw, which kind a second draw from `kinds` (both drivers draw the same).
+
+    >>> from videoseek.envs.sample import VideoSample
+    >>> s = VideoSample(id="a", video="v.mp4", question="q", options=["A. x", "B. y"], answer="A")
+    >>> look_on_kind(s, 0, 3, 1.0), look_on_kind(s, 0, 3, 0.0), look_on_kind(s, 0, 3, 1.0, ["first_window"])
+    ('two_misses', None, 'first_window')
+    """
+    unknown = [k for k in kinds if k not in LOOK_ON_STARTS]
+    if unknown or not kinds:
+        raise ValueError(f"look_on_starts: {', '.join(map(repr, unknown)) or 'none given'}; expected some of {', '.join(LOOK_ON_STARTS)}")
+    if not starts_looking_on(sample, seed, step, share):
+        return None
+    return kinds[run_seed(seed, step, sample.id, "look_on_kind") % len(kinds)]
 
 
 def mask_of(plans: Sequence[EpisodePlan]) -> dict[str, Any] | None:

@@ -60,15 +60,15 @@ class Episode:
     correct: bool | None = None  # filled by callers that need the outcome after the env is released
     tools: list[dict[str, Any]] | None = None  # the env's tool schemas (info["tools"]), which model policies render
     env_config: EnvConfig | None = None  # this episode's own env config (frame-budget gating); None: the run's
-    look_on: bool = False  # starts in the look-on state (`agents.groups.look_on_start`)
+    look_on: str | None = None  # the kind of forced start it begins with (`agents.groups.look_on_start`); None: none
     forced: list[str] = field(default_factory=list)  # the start's turns still to play, in order
 
 
 def plan_episodes(samples: Sequence[VideoSample], group_size: int, perturbations: Sequence[str], seed: int, step: int = 0,
-                  look_on_share: float = 0.0) -> list[Episode]:  # fmt: skip
+                  look_on_share: float = 0.0, look_on_starts: Sequence[str] = ("two_misses",)) -> list[Episode]:  # fmt: skip
     """The origin group and each perturbed group for every sample (`agents.groups.plan_group`)."""
     return [Episode(s, p.episode_id, p.group_id, p.index, p.perturbation, seed=p.seed, look_on=p.look_on)
-            for s in samples for p in plan_group(s, group_size, perturbations, seed, step, look_on_share)]  # fmt: skip
+            for s in samples for p in plan_group(s, group_size, perturbations, seed, step, look_on_share, look_on_starts)]  # fmt: skip
 
 
 def _start(ep: Episode, config: EnvConfig, policy_name: str, seed: int) -> None:
@@ -87,7 +87,7 @@ def _start(ep: Episode, config: EnvConfig, policy_name: str, seed: int) -> None:
     )
     ep.messages = initial_messages(obs, info["instructions"])  # NO_TOOL_SYSTEM_PROMPT with EnvConfig(tools=[])
     ep.tools = info["tools"]
-    ep.forced = look_on_start(ep.sample, ep.env.evidence.duration) if ep.look_on else []
+    ep.forced = look_on_start(ep.sample, ep.env.evidence.duration, ep.look_on) if ep.look_on else []
 
 
 def _record_failure(ep: Episode, where: str, exc: BaseException) -> None:
@@ -161,6 +161,7 @@ def run_rollouts(
     norm_by_std: bool = True,
     initial_frames: Sequence[int] = (),
     look_on_share: float = 0.0,
+    look_on_starts: Sequence[str] = ("two_misses",),
 ) -> list[Trajectory]:
     """Run every planned episode and return the finished trajectories (origin and perturbed).
 
@@ -171,7 +172,8 @@ def run_rollouts(
     `initial_frames`: frame-budget gating, each episode's initial frames drawn from these
     (`agents.groups.episode_env_config`); empty: the env config's. `look_on_share`: the share of
     origin groups that start in the look-on state (`agents.groups.look_on_start`; 1: every
-    episode, `videoseek rollout --look-on-probe`), their forced turns played before the policy's.
+    episode, `videoseek rollout --look-on-probe`), their forced turns played before the policy's;
+    `look_on_starts`: the kinds of start such a group draws from (`agents.groups.LOOK_ON_STARTS`).
 
     Memory holds only the live batch: episodes are planned a sample at a time as the batch has
     room, and a finished group's frames, conversation and env are released once it is written.
@@ -187,7 +189,7 @@ def run_rollouts(
     def groups() -> Iterable[list[Episode]]:
         # Resume per sample: a group is rescored as a whole, so rerun it unless all of it is written.
         for s in samples:
-            eps = plan_episodes([s], group_size, perturbations, seed, step, look_on_share)
+            eps = plan_episodes([s], group_size, perturbations, seed, step, look_on_share, look_on_starts)
             for e in eps if initial_frames else ():
                 e.env_config = episode_env_config(config, e.seed, initial_frames)
             if eps and not all(e.episode_id in done_ids for e in eps):

@@ -112,6 +112,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="the share of each step's groups that start in the look-on state: two forced crops that missed "
                         "(agents.groups.look_on_start, not trained on), so that the group's G episodes differ only in what the "
                         "policy decides then; both backends (default: the config's loop.look_on_share, else 0; learn_cpu: 0.25)")
+    p.add_argument("--look-on-starts", default=None, metavar="KIND,KIND,...",
+                   help="the kinds of forced start those groups draw from (agents.groups.look_on_start): two_misses (the look-on "
+                        "state), first_window (an exploring start: the first quarter window, whatever it shows); default: the "
+                        "config's loop.look_on_starts, else two_misses")
     p.add_argument("--vision-reuse", action="store_true",
                    help="local backend, frozen vision tower: the policy forward reuses the reference forward's vision-tower "
                         "hidden states (exact; bench/bench_vision_reuse.py)")
@@ -177,6 +181,15 @@ def build_spec(args: argparse.Namespace, model: str, train_files: list[str], val
 
             raise ConfigError(f"--look-on-share {share}: expected a share in [0, 1]")
         loop["look_on_share"] = float(share)
+    starts = getattr(args, "look_on_starts", None)
+    if starts is not None:
+        from videoseek.agents.groups import LOOK_ON_STARTS
+        from videoseek.training.verl_plugin.config import ConfigError
+
+        kinds = [k.strip() for k in starts.split(",") if k.strip()]
+        if not kinds or any(k not in LOOK_ON_STARTS for k in kinds):
+            raise ConfigError(f"--look-on-starts {starts!r}: expected kinds among {', '.join(LOOK_ON_STARTS)}, comma-separated")
+        loop["look_on_starts"] = kinds
     if loop:
         values["loop"] = loop
     for item in args.override:
@@ -423,7 +436,8 @@ def run_local(args: argparse.Namespace) -> int:
             return run_rollouts(asked, recorder, group_size=spec.group_size, env_config=env_config,
                                 out_dir=run_dir / "rollouts" / f"step_{step:04d}", seed=args.seed, step=step, progress=False,
                                 norm_by_std=norm_by_std, initial_frames=spec.loop.get("initial_frames", ()),
-                                look_on_share=spec.loop.get("look_on_share", 0.0))  # fmt: skip
+                                look_on_share=spec.loop.get("look_on_share", 0.0),
+                                look_on_starts=spec.loop.get("look_on_starts", ("two_misses",)))  # fmt: skip
 
         trajectories = play(questions)
         varied, generated = varied_groups(trajectories)

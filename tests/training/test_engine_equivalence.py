@@ -178,13 +178,21 @@ def decide_after_misses(turn: int, seed: int, frames: np.ndarray) -> str:
     return pixel_answer(frames)
 
 
-def local_episodes(samples, preset, model, env=ENV, decide=decide, initial_frames=(), look_on_share=0.0, reward_params=None):
+def decide_after_first(turn: int, seed: int, frames: np.ndarray) -> str:
+    """After the forced first-window crop: on an even seed look on at the flash's window, else answer."""
+    if turn == 1 and seed % 2 == 0:
+        return crop(*WINDOWS[0])
+    return pixel_answer(frames)
+
+
+def local_episodes(samples, preset, model, env=ENV, decide=decide, initial_frames=(), look_on_share=0.0, reward_params=None,
+                   look_on_starts=("two_misses",)):  # fmt: skip
     """The local backend's step: `run_rollouts` at (SEED, STEP), then the batch it would train on."""
     processor = hf_processor(str(model))
     recorder = RecordingPolicy(PixelPolicy(processor.tokenizer, decide))
     config = EnvConfig(**env, reward=RewardConfig(preset=preset, **(reward_params or {})))
     trajs = run_rollouts(samples, recorder, group_size=GROUP, env_config=config, seed=SEED, step=STEP, progress=False,
-                         initial_frames=initial_frames, look_on_share=look_on_share)  # fmt: skip
+                         initial_frames=initial_frames, look_on_share=look_on_share, look_on_starts=look_on_starts)  # fmt: skip
     renderer = ConversationRenderer(processor, mode="video", tools=config.tools, **PIXELS)
     return trajs, training_batch(trajs, recorder, renderer, reward_config=config.reward)
 
@@ -366,6 +374,19 @@ def test_turn_level_credit_gives_the_same_per_token_advantages_on_both_paths(tmp
     assert {tuple(r) for r in local.turn_rewards} == {(1.0, 0.0, 0.0), (0.0, 1.0, 0.0)} or len({tuple(r) for r in local.turn_rewards}) > 1
     per_turn = [sorted({round(float(a), 5) for a in advantages[i][mask[i] > 0].tolist()}) for i in range(len(local.trajectories))]
     assert any(len(values) > 1 for values in per_turn), "the turns of an episode should get different advantages"
+
+
+def test_first_window_starts_play_the_same_forced_crop_on_both_paths(tmp_path, tiny_model, samples, store):
+    """`look_on_starts: [first_window]` (an exploring start): every origin episode begins with the
+    forced crop of the first quarter window, whatever it shows; both paths play the same episodes."""
+    trajs, local = local_episodes(samples, "csgrpo", tiny_model, decide=decide_after_first, look_on_share=1.0, look_on_starts=["first_window"])
+    _, stored, dumped = verl_episodes(tmp_path, samples, "csgrpo", tiny_model, decide=decide_after_first, response_length=512,
+                                      loop={"look_on_share": 1.0, "look_on_starts": ["first_window"]})  # fmt: skip
+    assert_same_episodes(trajs, local, stored, dumped, "csgrpo")
+    for t in trajs:
+        assert [u.forced for u in t.turns] == [True] + [False] * (len(t.turns) - 1) and (t.turns[0].call.start, t.turns[0].call.end) == (0.0, 5.0)
+        assert dumped[t.episode_id].turns[0].forced
+    assert {len(t.turns) for t in trajs} == {2, 3}  # some look on, some answer
 
 
 def test_groups_that_start_looking_on_play_the_same_forced_turns_and_train_on_the_policys_only(tmp_path, tiny_model, samples, store):

@@ -128,9 +128,11 @@ def test_the_local_backend_trains_with_turn_credit_and_over_turn_masking(tmp_pat
     assert loop[0]["videoseek"]["turn_rewards"] is True and loop[0]["videoseek"]["over_turn_mask"] is True
 
 
-def test_the_local_backend_trains_only_on_the_policys_turns_of_look_on_groups(tmp_path, index_sample):
-    """`--look-on-share 1`: every group starts with two forced crops that missed; the update's loss
-    covers the policy's turns only (one assistant segment per policy turn) and so do the turn rewards."""
+@pytest.mark.parametrize("start,forced", [("two_misses", 2), ("first_window", 1)])
+def test_the_local_backend_trains_only_on_the_policys_turns_of_look_on_groups(tmp_path, index_sample, start, forced):
+    """`--look-on-share 1`: every group starts with the forced crops of `--look-on-starts` (two that
+    missed, or the first window); the update's loss covers the policy's turns only (one assistant
+    segment per policy turn) and so do the turn rewards."""
     from videoseek.agents.tiny_model import ensure_tiny_model
     from videoseek.envs.sample import write_jsonl
     from videoseek.training import run_csgrpo
@@ -142,23 +144,25 @@ def test_the_local_backend_trains_only_on_the_policys_turns_of_look_on_groups(tm
     config.write_text(yaml.safe_dump({**FAST, "env": {**FAST["env"], "max_turns": 3}}))
     out = tmp_path / "run"
     argv = ["--backend", "local", "--model", str(tiny), "--data", str(data), "--steps", "1", "--reward", "csgrpo", "--config", str(config),
-            "--out", str(out), "--advantage", "turn", "--look-on-share", "1"]  # fmt: skip
+            "--out", str(out), "--advantage", "turn", "--look-on-share", "1", "--look-on-starts", start]  # fmt: skip
     assert run_csgrpo.main(argv) == 0
     trajs = {t.episode_id: t for t in read_trajectories(out / "rollouts" / "step_0001")}
     record = json.loads((out / "rollouts" / "step_0001" / "grpo.json").read_text())
     assert record["episodes"] and len(trajs) == 3
     for ep in record["episodes"]:
         t = trajs[ep["episode_id"]]
-        assert [u.forced for u in t.turns[:2]] == [True, True] and not any(u.forced for u in t.turns[2:])
-        policy_turns = len(t.turns) - 2
+        assert [u.forced for u in t.turns[:forced]] == [True] * forced and not any(u.forced for u in t.turns[forced:])
+        policy_turns = len(t.turns) - forced
         assert len(ep["turn_rewards"]) == policy_turns
         assert sum(seg["kind"] == "assistant" for seg in ep["segments"]) == policy_turns
         assert ep["tokens"]["assistant"] <= 24 * policy_turns + policy_turns  # the forced turns' ~40 tokens each are not trained
     loop = yaml.safe_load((out / "agent_loop.yaml").read_text())
-    assert loop[0]["videoseek"]["look_on_share"] == 1.0
+    assert loop[0]["videoseek"]["look_on_share"] == 1.0 and loop[0]["videoseek"]["look_on_starts"] == [start]
     row = json.loads((out / "metrics.jsonl").read_text())
     # every group started looking on: the decision is reported apart, tool use is of the policy's own starts (none)
-    assert row["look_on_start/look_on_n"] == 3.0 and row["look_on_n"] == 0.0 and "crop_rate" not in row
+    assert row["look_on_n"] == 0.0 and "crop_rate" not in row
+    if start == "two_misses":  # every such episode is in the look-on state; after one window, only where the policy misses again
+        assert row["look_on_start/look_on_n"] == 3.0
 
 
 def test_the_verl_backend_composes_the_turn_estimator_and_the_loop_options(tmp_path, index_sample):
@@ -181,6 +185,9 @@ def test_the_verl_backend_composes_the_turn_estimator_and_the_loop_options(tmp_p
     assert run_csgrpo.main([*argv, "--look-on-share", "0.25"]) == 0
     assert yaml.safe_load((out / "agent_loop.yaml").read_text())[0]["videoseek"]["look_on_share"] == 0.25
     assert run_csgrpo.main([*argv, "--look-on-share", "1.5"]) == 2  # not a share: one line, exit 2
+    assert run_csgrpo.main([*argv, "--look-on-share", "0.25", "--look-on-starts", "two_misses,first_window"]) == 0
+    assert yaml.safe_load((out / "agent_loop.yaml").read_text())[0]["videoseek"]["look_on_starts"] == ["two_misses", "first_window"]
+    assert run_csgrpo.main([*argv, "--look-on-starts", "two_misses,one_hit"]) == 2  # an unknown kind: one line, exit 2
 
 
 def test_verl_step_tool_use_aggregates_each_step_and_warns_on_collapse(tmp_path):

@@ -79,12 +79,13 @@ from videoseek.agents.groups import (
     continuation_prefixes,
     continuation_succeeds,
     episode_seed,
+    LookOnStart,
+    look_on_kind,
     look_on_start,
     mask_of,
     origin_plan,
     perturbed_plans,
     score_origin_group,
-    starts_looking_on,
     turn_seed,
 )
 from videoseek.agents.policy import Message, stable_seed
@@ -140,6 +141,8 @@ class LoopOptions(BaseModel):
     over_turn_mask: bool = Field(default=False, description="Mini-o3's over-turn masking: an episode cut by a budget contributes no loss")
     initial_frames: list[int] = Field(default_factory=list, description="frame-budget gating: each episode's initial frames drawn from these (agents.groups.episode_env_config)")
     look_on_share: float = Field(default=0.0, ge=0.0, le=1.0, description="the share of groups that start in the look-on state (agents.groups.look_on_start)")
+    look_on_starts: list[LookOnStart] = Field(default_factory=lambda: ["two_misses"], min_length=1,
+                                                          description="the kinds of forced start such a group draws from (agents.groups.LOOK_ON_STARTS)")  # fmt: skip
 
 
 @dataclass
@@ -288,7 +291,7 @@ class VideoSeekAgentLoop(AgentLoopBase):
         # join order is the session order verl spawns (v1 passes it as the int `session_id`).
         group = self.groups.join(uid, session)
         indexed = isinstance(session, int) and not isinstance(session, bool)
-        look_on = starts_looking_on(sample, self.options.seed, step, self.options.look_on_share)
+        look_on = look_on_kind(sample, self.options.seed, step, self.options.look_on_share, self.options.look_on_starts)
         plan = origin_plan(sample, session if indexed else group.order.index(session), self.options.seed, step, look_on)
         if not indexed:
             # verl's legacy worker passes no session index and may split a prompt's sessions across
@@ -380,7 +383,7 @@ class VideoSeekAgentLoop(AgentLoopBase):
         obs, info = await loop.run_in_executor(None, lambda: env.reset(seed=plan.seed, options=options))
         # The env's own instructions (the no-tool prompt with EnvConfig(tools=False)), as run_rollouts gives them.
         messages: list[Message] = initial_messages(obs, info["instructions"])
-        forced = look_on_start(sample, env.evidence.duration) if plan.look_on else []  # the start's turns, not the policy's
+        forced = look_on_start(sample, env.evidence.duration, plan.look_on) if plan.look_on else []  # the start's turns, not the policy's
         # The conversation is rendered incrementally: each turn renders, tokenises and processes only
         # its own messages (RenderState); the loop never reads the concatenated pixel values.
         state = await loop.run_in_executor(None, lambda: self.renderer.start(messages))
