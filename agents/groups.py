@@ -177,8 +177,9 @@ def starts_looking_on(sample: VideoSample, seed: int, step: int, share: float) -
 
 
 def look_on_kind(sample: VideoSample, seed: int, step: int, share: float, kinds: Sequence[str] = ("two_misses",)) -> str | None:
-    """The forced start this sample's origin group begins with at (seed, step), None for none: whether
-    is `starts_looking_on`'s draw, which kind a second draw from `kinds` (both drivers draw the same).
+    """The kind of forced start this sample's origin group begins with at (seed, step), None for none.
+    Whether it has one is `starts_looking_on`'s draw; which kind, a second draw from `kinds` (both
+    drivers draw the same).
 
     >>> from videoseek.envs.sample import VideoSample
     >>> s = VideoSample(id="a", video="v.mp4", question="q", options=["A. x", "B. y"], answer="A")

@@ -75,11 +75,11 @@ from videoseek.agents.groups import (
     episode_env_config,
     turn_rewards_of,
     EpisodePlan,
+    LookOnStart,
     continuation_id,
     continuation_prefixes,
     continuation_succeeds,
     episode_seed,
-    LookOnStart,
     look_on_kind,
     look_on_start,
     mask_of,
@@ -142,7 +142,7 @@ class LoopOptions(BaseModel):
     initial_frames: list[int] = Field(default_factory=list, description="frame-budget gating: each episode's initial frames drawn from these (agents.groups.episode_env_config)")
     look_on_share: float = Field(default=0.0, ge=0.0, le=1.0, description="the share of groups that start in the look-on state (agents.groups.look_on_start)")
     look_on_starts: list[LookOnStart] = Field(default_factory=lambda: ["two_misses"], min_length=1,
-                                                          description="the kinds of forced start such a group draws from (agents.groups.LOOK_ON_STARTS)")  # fmt: skip
+                                              description="the kinds of forced start such a group draws from (agents.groups.look_on_start)")  # fmt: skip
 
 
 @dataclass
