@@ -32,6 +32,7 @@ from pathlib import Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from videoseek.agents.groups import LOOK_ON_STARTS
     from videoseek.rewards.presets import DEFAULT_PRESET, preset_help
 
     parser.add_argument("--data", type=Path, default=None, help="samples.jsonl (required unless --from-run)")
@@ -57,9 +58,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the no-tool baseline: one turn, --frames uniformly sampled frames, no tool in the prompt "
                         "(hf:, vllm: and the scripted no-tool policy; docs/benchmarks.md)")  # fmt: skip
     parser.add_argument("--frames", type=int, default=None, help="frames shown at reset (EnvConfig.initial_frames, default 8)")
-    parser.add_argument("--look-on-probe", action="store_true",
+    parser.add_argument("--look-on-probe", nargs="?", const="two_misses", default=None, choices=LOOK_ON_STARTS, metavar="KIND",
                         help="the look-on probe: the first two turns crop two windows without a clue, then --policy decides "
-                        "(agents.groups.look_on_start; `videoseek eval` reports the look-on rate of every probed episode)")  # fmt: skip
+                        "(agents.groups.look_on_start; `videoseek eval` reports the look-on rate of every probed episode); "
+                        "KIND first_window: the first turn crops the first quarter window, whatever it shows")  # fmt: skip
     parser.add_argument("--device", default="cpu", help="model policies: cpu or cuda")
     parser.add_argument("--threads", type=int, default=None,
                         help="model policies on CPU: torch threads (default: torch's own, from OMP_NUM_THREADS or the cores); "
@@ -109,6 +111,11 @@ REPLAYED = ("data", "policy", "group_size", "perturb", "reward", "limit", "seed"
 OPTIONAL = {"threads": None, "reuse_kv": False, "tools": None, "openai_frames": "video", "openai_frame_times": "auto", "openai_tools": "text",
             "openai_extras": "vllm", "openai_share": True, "openai_token_ids": False, "concurrency": 8, "timeout": 300.0, "retries": 4,
             "api_key_env": "OPENAI_API_KEY", "look_on_probe": False}  # fmt: skip
+
+
+def probe_kind(recorded: bool | str | None) -> str:
+    """The probe's kind of forced start; records before the kinds existed hold True (two_misses) or False."""
+    return recorded if isinstance(recorded, str) else "two_misses"
 
 
 def restore_args(args: argparse.Namespace) -> None:
@@ -244,7 +251,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         run_rollouts(samples, policy, group_size=args.group_size, perturbations=args.perturb, env_config=config, out_dir=args.out,
                      seed=args.seed, progress=not args.no_progress, on_episode=tally, keep=False, batch_episodes=live,
-                     look_on_share=1.0 if args.look_on_probe else 0.0)  # fmt: skip
+                     look_on_share=1.0 if args.look_on_probe else 0.0, look_on_starts=[probe_kind(args.look_on_probe)])  # fmt: skip
     finally:
         if kind == "openai":  # the resolved model and the request counts
             fields["served"] = policy.record()

@@ -149,6 +149,11 @@ def test_the_look_on_probe_runs_a_model_from_two_missed_crops_and_replays(tiny_m
     assert main(["eval", str(run)]) == 0
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["look_on_n"] == 2 and metrics["look_on"] == sum(t.turns[2].tool_name == "crop_video" for t in trajs) / 2
-    assert json.loads((run / "run.json").read_text())["args"]["look_on_probe"] is True
+    assert json.loads((run / "run.json").read_text())["args"]["look_on_probe"] == "two_misses"
     assert main(["rollout", "--from-run", str(run), "--out", str(tmp_path / "replay"), "--no-progress"]) in (0, 1)
     assert texts(tmp_path / "replay") == texts(run)
+    # The exploring start's probe: the first quarter window, whatever it shows, then the model
+    first = tmp_path / "first"
+    assert rollout(data, tiny_model_dir, first, "--look-on-probe", "first_window", "--temperature", "0", "--group-size", "1", "--max-turns", "2", *env) in (0, 1)
+    for t in read_trajectories(first):
+        assert [u.forced for u in t.turns] == [True, False] and (t.turns[0].call.start, t.turns[0].call.end) == (0.0, 2.5) and t.turns[1].tokens
