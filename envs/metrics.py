@@ -251,8 +251,9 @@ def look_on(traj: Trajectory, tool: str = LOOK_ON_TOOL) -> bool | None:
     return traj.turns[second + 1].tool_name == tool
 
 
-def began_in_look_on_state(traj: Trajectory) -> bool:
-    """Did the episode start in the look-on state (its first turns forced: `agents.groups.look_on_start`)?"""
+def began_with_forced_start(traj: Trajectory) -> bool:
+    """Did the episode begin with a forced start (its first turns written by it, not the policy:
+    `agents.groups.look_on_start`, the look-on state or the first window)?"""
     return bool(traj.turns) and traj.turns[0].forced
 
 

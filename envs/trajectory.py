@@ -109,7 +109,7 @@ class Turn(BaseModel):
     evidence: dict[str, float | None]
     call: CallInfo | None = None
     tokens: dict[str, int] | None = None
-    forced: bool = False  # written by the episode's start (the look-on state), not the policy
+    forced: bool = False  # written by the episode's forced start (agents.groups.look_on_start), not the policy
 
 
 class GroupInfo(BaseModel):

@@ -241,11 +241,12 @@ class EvidenceState:
             adjacent = abs(gap) <= self.params.adjacency_gap and dup is None
         self._retrieved = union([*self._retrieved, span])
         self._frames.append(None if frame_times is None else tuple(float(t) for t in frame_times))
-        if frame_times is None:
-            shown = [c for c in self._clues if min(c[1], span[1]) > max(c[0], span[0])]
-        else:
-            shown = [c for c in self._clues if any(c[0] <= t <= c[1] for t in frame_times)]
-        self._seen = union([*self._seen, *shown])
+        if self.params.coverage_by == "frames":  # only this mode reads which clue parts were seen
+            if frame_times is None:
+                shown = [c for c in self._clues if min(c[1], span[1]) > max(c[0], span[0])]
+            else:
+                shown = [c for c in self._clues if any(c[0] <= t <= c[1] for t in frame_times)]
+            self._seen = union([*self._seen, *shown])
         rec = CallEvidence(
             index=len(self.calls),
             start=span[0],

@@ -336,7 +336,7 @@ def run_local(args: argparse.Namespace) -> int:
     from verl.utils.config import omega_conf_to_dataclass
     from videoseek.agents.hf_policy import TransformersPolicy
     from videoseek.agents.rollout import run_rollouts
-    from videoseek.envs.metrics import began_in_look_on_state, look_on_rate
+    from videoseek.envs.metrics import began_with_forced_start, look_on_rate
     from videoseek.envs.tools import tool_names
     from videoseek.training.local_backend.collapse import CollapseWatch, call_push, tool_use_metrics
     from videoseek.training.local_backend.grpo import grpo_update
@@ -479,10 +479,10 @@ def run_local(args: argparse.Namespace) -> int:
             record_tokens=args.record_tokens and stats is not None, no_loss=no_loss))
         groups = {"groups/zero_std_share": zero_std_share, "groups/generated": generated, "groups/gen_batches": gen_batches}
         # Tool use, its collapse watch and the look-on rate: of the episodes the policy started; those
-        # that started in the look-on state (--look-on-share) report their decision apart.
+        # that began with a forced start (--look-on-share) report their decision apart.
         origin = [t for t in trajectories if t.group.role == "origin"]
-        own = [t for t in origin if not began_in_look_on_state(t)]
-        started = {f"look_on_start/{k}": v for k, v in look_on_rate(t for t in origin if began_in_look_on_state(t)).items()}
+        own = [t for t in origin if not began_with_forced_start(t)]
+        started = {f"look_on_start/{k}": v for k, v in look_on_rate(t for t in origin if began_with_forced_start(t)).items()}
         row = {"step": step, **rollout_metrics(trajectories), **tool_use_metrics(own, watch.tools), **look_on_rate(own), **started,
                **call_push(trajectories, env_config.reward.component_weights(), norm_by_std), **groups, **update, "episodes": len(batch.episodes),
                "time/rollout_s": t_rollout, "time/step_s": time.perf_counter() - t0}  # fmt: skip

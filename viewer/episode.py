@@ -270,7 +270,7 @@ def _turn_view(turn: Any, k: int, frames: FrameResolver) -> dict[str, Any]:
         "evidence": {name: as_float(evidence.get(name)) for name in ("coverage", "precision", "score", "gain")},
         "call": turn.get("call") if isinstance(turn.get("call"), dict) else None,
         "tokens": turn.get("tokens") if isinstance(turn.get("tokens"), dict) else None,
-        "forced": turn.get("forced") is True,  # the episode's start wrote it (the look-on state), not the policy
+        "forced": turn.get("forced") is True,  # the episode's forced start wrote it, not the policy
     }
 
 
