@@ -72,6 +72,11 @@ class ClueSeekParams(BaseModel):
     adjacency_gap: float = 0.5
     min_run: int = 2
     fragment_penalty: float = 0.1
+    # Not in the seed (default off, the seed's "runs of adjacent fragments" as written): with it on, a
+    # call after one that added no clue coverage is a sweep, not a fragment, however close: the
+    # window before showed nothing, and one wider call instead would have shown fewer frames per
+    # second (a call returns at most frames_per_call frames), not the same evidence.
+    sweep_exempt: bool = False
     drop_threshold: float = 0.1  # seed: "reduce the evidence state by more than 0.1"
     drop_penalty: float = 0.2
     invalid_penalty: float = 0.1
@@ -224,7 +229,9 @@ class EvidenceState:
 
         The geometry rules, here only: a duplicate is a call with tIoU > `duplicate_tiou` with ANY
         earlier call (the first such call is named); a call is adjacent to the previous one when
-        the gap between them (or their overlap) is at most `adjacency_gap` and it is no duplicate.
+        the gap between them (or their overlap) is at most `adjacency_gap` and it is no duplicate
+        (with `sweep_exempt`, and the previous call raised the coverage: `adjacent_to_previous`
+        is what continues a run of fragments).
         """
         span = clip((start, end), 0.0, self.duration)
         if span is None:
@@ -239,6 +246,8 @@ class EvidenceState:
             gap = max(span[0] - p.end, p.start - span[1])
             # Touching or nearly touching, not substantially overlapping: a small step along the video.
             adjacent = abs(gap) <= self.params.adjacency_gap and dup is None
+            if self.params.sweep_exempt:  # ... unless it steps on past a call that found no clue
+                adjacent = adjacent and p.coverage > (self.calls[-2].coverage if len(self.calls) > 1 else 0.0)
         self._retrieved = union([*self._retrieved, span])
         self._frames.append(None if frame_times is None else tuple(float(t) for t in frame_times))
         if self.params.coverage_by == "frames":  # only this mode reads which clue parts were seen
@@ -292,6 +301,11 @@ def evidence_trace(
     [0.5, -0.357]
     >>> [(t.duplicate_of, t.adjacent_to_previous) for t in evidence_trace([(0, 5), (5, 9), (0, 5.2)], [], 60)]
     [(None, False), (None, True), (0, False)]
+    >>> sweep = [(0, 2.5), (2.5, 5), (5, 7.5)]   # two windows that missed the clue, then the one with it
+    >>> [t.adjacent_to_previous for t in evidence_trace(sweep, [(6, 7)], 10)]
+    [False, True, True]
+    >>> [t.adjacent_to_previous for t in evidence_trace(sweep, [(6, 7)], 10, ClueSeekParams(sweep_exempt=True))]
+    [False, False, False]
     """
     state = EvidenceState(clue_intervals, duration, params=params or ClueSeekParams())
     return [state.add(*call[:2]) for call in calls if clip(call, 0.0, duration) is not None]
