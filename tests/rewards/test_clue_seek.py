@@ -194,3 +194,49 @@ def test_frames_never_cover_more_than_spans(calls, clues, data):
     _, span = clue_seek_reward(calls, clues, 60, return_breakdown=True)
     _, seen = clue_seek_reward(calls, clues, 60, call_frames=frames, params=FRAMES, return_breakdown=True)
     assert seen["coverage"] <= span["coverage"] + 1e-12 and seen["evidence"] <= span["evidence"] + 1e-12
+
+
+# ---- the sweep exemption (sweep_exempt) --------------------------------------------------------------
+SWEEP = ClueSeekParams(sweep_exempt=True)
+
+
+def test_stepping_on_past_windows_that_missed_is_no_fragment():
+    """Quarter windows in order until the clue is seen: the seed's rule charges the second and third
+    as a run of fragments; with `sweep_exempt` neither is one (each follows a window that found
+    nothing), and the reward is 0.2 higher."""
+    sweep, clue = [(0, 15), (15, 30), (30, 45)], [(35, 36)]
+    r, b = clue_seek_reward(sweep, clue, 60, return_breakdown=True)
+    r_ex, b_ex = clue_seek_reward(sweep, clue, 60, params=SWEEP, return_breakdown=True)
+    assert (b["adjacent"], b["fragments"]) == ([False, True, True], 2)
+    assert (b_ex["adjacent"], b_ex["fragments"]) == ([False, False, False], 0)
+    assert r_ex - r == pytest.approx(0.2)
+
+
+def test_a_call_after_one_that_found_the_clue_is_still_a_fragment():
+    """Splitting the clue into adjacent pieces is what the seed penalises; the exemption keeps that."""
+    for params in (None, SWEEP):
+        _, b = clue_seek_reward([(10, 15), (15, 20)], CLUES, 60, params=params, return_breakdown=True)
+        assert b["fragments"] == 1
+
+
+def test_under_frames_coverage_a_window_whose_frames_missed_is_a_miss():
+    """With coverage by the frames shown, a crop over the clue whose frames stepped over it found
+    nothing: the adjacent call after it is a sweep."""
+    calls, frames = [(30, 34.5), (34.5, 39)], [[30.0, 31.5, 33.0, 34.5], [35.0, 36.5, 38.0, 39.0]]
+    params = ClueSeekParams(coverage_by="frames", sweep_exempt=True)
+    _, b = clue_seek_reward(calls, [(33.2, 34.2), (35, 35.5)], 60, call_frames=frames, params=params, return_breakdown=True)
+    assert b["adjacent"] == [False, False] and b["fragments"] == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(calls_st, clues_st)
+def test_the_exemption_only_ever_removes_fragments(calls, clues):
+    """Every other term is the seed's; a call the exemption frees was adjacent under the seed's rule."""
+    r, b = clue_seek_reward(calls, clues, 60, return_breakdown=True)
+    r_ex, b_ex = clue_seek_reward(calls, clues, 60, params=SWEEP, return_breakdown=True)
+    assert all(a or not e for a, e in zip(b["adjacent"], b_ex["adjacent"]))
+    removed = b["fragments"] - b_ex["fragments"]
+    assert removed >= 0 and b_ex["fragment_term"] == pytest.approx(b["fragment_term"] + 0.1 * removed)
+    others = [k for k in b if k.endswith("_term") and k != "fragment_term"]
+    assert [b_ex[k] for k in others] == pytest.approx([b[k] for k in others])
+    assert r - 1e-12 <= r_ex <= r + 0.1 * removed + 1e-12  # the floor can absorb part of it
