@@ -264,3 +264,41 @@ def look_on_rate(trajectories: Iterable[Trajectory], tool: str = LOOK_ON_TOOL) -
     if not counted:
         return {"look_on_n": 0.0}
     return {"look_on": sum(counted) / len(counted), "look_on_n": float(len(counted))}
+
+
+# ---- search and reading apart: did a frame show the clue? ------------------------------------------
+def clue_shown(traj: Trajectory) -> bool | None:
+    """Did a frame the episode showed the policy lie in a clue interval (its initial frames and every
+    observation's, masked frames excepted: they show nothing)? None for a failed episode or a sample
+    without clue intervals. Accuracy where True is the policy's reading; the share of True, its search.
+
+    A crop's interval can cover a clue its frames step over (4 frames over 7.5 s miss a 1 s flash),
+    which is why this reads frame times, not the evidence state's span coverage.
+    """
+    if traj.failure is not None or not traj.clue_intervals:
+        return None
+    frames = [*traj.initial.frames, *(f for turn in traj.turns for f in turn.observation.frames)]
+    return any(lo <= f.t <= hi for f in frames if not f.masked for lo, hi in traj.clue_intervals)
+
+
+def shown_rate(trajectories: Iterable[Trajectory]) -> dict[str, float]:
+    """{"shown": share of the counted episodes (`clue_shown` not None) whose clue a frame showed,
+    "shown_n": how many counted, "accuracy_shown" / "accuracy_unshown": mean accuracy of each part}
+    ({"shown_n": 0.0} when none counted; a part without episodes has no accuracy key).
+
+    >>> shown_rate([])
+    {'shown_n': 0.0}
+    """
+    parts: dict[bool, list[float]] = {True: [], False: []}
+    for traj in trajectories:
+        shown = clue_shown(traj)
+        if shown is not None:
+            parts[shown].append(float(traj.accuracy or 0.0))
+    n = len(parts[True]) + len(parts[False])
+    if not n:
+        return {"shown_n": 0.0}
+    out = {"shown": len(parts[True]) / n, "shown_n": float(n)}
+    for shown, key in ((True, "accuracy_shown"), (False, "accuracy_unshown")):
+        if parts[shown]:
+            out[key] = sum(parts[shown]) / len(parts[shown])
+    return out

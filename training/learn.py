@@ -259,7 +259,7 @@ def stage_metrics(run_dir: Path) -> tuple[dict, dict[str, dict[str, float]]]:
 
     trajs = read_trajectories(run_dir)
     m = summarize(trajs)
-    reported = {k: m[k] for k in REPORTED + ("look_on", "look_on_n")} | {"episodes": m["episodes"], "failures": m["failures"]}
+    reported = {k: m[k] for k in REPORTED + ("look_on", "look_on_n", "clue_shown")} | {"episodes": m["episodes"], "failures": m["failures"]}
     reported["intervals"] = {k: m["intervals"][k] for k in REPORTED}
     per_sample = {t.sample_id: episode_metrics(t) for t in trajs if t.group.role == "origin" and t.failure is None}
     return reported, per_sample
@@ -329,6 +329,10 @@ def markdown_table(summary: dict) -> str:
         lines.append(f"Sampled at T = {sampled['temperature']}: GRPO - SFT held-out {key} {g['mean']:+.3f} [{g['interval'][0]:+.3f}, {g['interval'][1]:+.3f}] (reported, not checked)")
     look = [f"{name} {_rate(summary[name].get('look_on'))} of {summary[name].get('look_on_n', 0)}" for name in ("sft", "grpo")]
     lines.append("Look-on rate (greedy held-out episodes whose first two crops left coverage at 0, next turn another crop): " + ", ".join(look))
+    shown = [f"{name} {_rate(summary[name]['clue_shown']['shown'])} (accuracy there {_rate(summary[name]['clue_shown']['accuracy_shown'])}, "
+             f"elsewhere {_rate(summary[name]['clue_shown']['accuracy_unshown'])})" for name in ("sft", "grpo") if "clue_shown" in summary[name]]
+    if shown:
+        lines.append("Clue shown (greedy held-out episodes where a frame lay in a clue interval: the search; accuracy there: the reading): " + ", ".join(shown))
     probe = [f"{name} {_rate(m.get('look_on'))} of {m.get('look_on_n', 0)} (accuracy {m['accuracy']:.3f})" for name, m in summary.get("probe", {}).items()]
     if probe:
         lines.append("Look-on probe (greedy, after two forced crops that missed; agents.groups.look_on_start): " + ", ".join(probe))
