@@ -5,7 +5,8 @@ local and the verl backend of training/run_csgrpo.py, training/run_sft.py, `expo
 folder verl's stock `ToolAgentLoop` trains from) and TRL (`integrations.trl.TrajectoryRecorder`).
 `run_record` builds it: the command's own fields, the env's config (`env`: tools and reward config
 included), the policy, the seed, the data files with their SHA-256, the model folder with a hash of
-its weights, the decoding, the package version and the git commit of the source;
+its weights, the decoding, the package version, the git commit of the source and the versions
+of the packages that decide the numbers (`RECORDED_PACKAGES`);
 `write_run_record` writes it. Readers: `find_run_record` (the nearest run.json at or above a
 folder: the viewer's reward panel), `reward_config_of`, `recorded_tools` (`videoseek eval`,
 `export-sft`).
@@ -71,6 +72,25 @@ def package_version() -> str | None:
         return None
 
 
+# The installed packages whose numbers decide a run's result: the model's kernels (torch,
+# transformers), the frames it reads (PyAV decodes, Pillow writes the frame JPEGs SFT trains on,
+# NumPy between them). Ranges in pyproject.toml let a fresh install pick newer releases of some.
+RECORDED_PACKAGES = ("torch", "transformers", "av", "pillow", "numpy")
+
+
+def package_versions() -> dict[str, str | None]:
+    """{package: installed version, None if absent} of `RECORDED_PACKAGES`."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found: dict[str, str | None] = {}
+    for name in RECORDED_PACKAGES:
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            found[name] = None
+    return found
+
+
 def model_record(spec: str | Path | None) -> dict[str, Any] | None:
     """{"path", "weights_sha256"} of a model folder (`hf:PATH`/`vllm:PATH` or a folder); None for a scripted policy."""
     if spec is None:
@@ -129,7 +149,7 @@ def run_record(command: str, fields: dict[str, Any], *, data: list[str | Path], 
         "data_files": [{"path": str(p), "sha256": file_sha256(p) if p.is_file() else None} for p in paths],
         "model": model_record(model),
         "decoding": decoding,
-        "software": {"videoseek": package_version(), "git_commit": git_commit(), "cpu_kernels": cpu_kernels()},
+        "software": {"videoseek": package_version(), "git_commit": git_commit(), "cpu_kernels": cpu_kernels(), "packages": package_versions()},
     }
 
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from videoseek.envs.trajectory import read_trajectories
-from videoseek.agents.run_record import file_sha256, run_record, weights_sha256
+from videoseek.agents.run_record import RECORDED_PACKAGES, file_sha256, run_record, weights_sha256
 from videoseek.cli import main
 from videoseek.envs.sample import write_jsonl
 
@@ -41,6 +41,9 @@ def test_run_json_records_decoding_data_model_and_software(tiny_model_dir, data,
     assert record["data"] == [str(data.resolve())] and record["data_files"] == [{"path": str(data.resolve()), "sha256": file_sha256(data)}]
     assert record["model"] == {"path": str(tiny_model_dir.resolve()), "weights_sha256": weights_sha256(tiny_model_dir)}
     assert len(record["model"]["weights_sha256"]) == 64 and record["software"]["videoseek"]
+    from importlib.metadata import version  # the versions that decide the numbers: a rerun elsewhere can tell which package moved
+
+    assert record["software"]["packages"]["torch"] == version("torch") and set(record["software"]["packages"]) == set(RECORDED_PACKAGES)
     assert record["env"]["max_turns"] == 2 and record["args"]["group_size"] == 2
     assert record["args"]["threads"] == 1  # not passed: the count torch ran with (single_thread_torch's) is recorded
     assert record["args"]["reuse_kv"] is True  # the turn cache (agents.hf_policy.TurnCache), on by default
