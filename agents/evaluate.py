@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from videoseek.envs.metrics import facts_of_trajectory, invalid_call_rate, look_on_rate, mean_metrics, metrics_of, reported_tools, shown_rate
+from videoseek.envs.metrics import facts_of_trajectory, invalid_call_rate, look_on_rate, mean_metrics, metrics_of, reading_by_answer, reported_tools, shown_rate
 from videoseek.envs.trajectory import Trajectory
 
 
@@ -113,6 +113,7 @@ def summarize(trajs: Sequence[Trajectory], tools: Sequence[str] = ()) -> dict[st
     out["look_on"], out["look_on_n"] = look.get("look_on"), int(look["look_on_n"])
     shown = shown_rate(ok)  # envs.metrics.clue_shown: search (a frame showed the clue) and reading apart
     out["clue_shown"] = {key: shown.get(key) for key in ("shown", "accuracy_shown", "accuracy_unshown")} | {"n": int(shown["shown_n"])}
+    out["clue_shown"]["by_answer"] = reading_by_answer(ok)  # which options the reader confuses
     out["calls_per_tool"] = {name: use.get(f"calls/{name}") for name in names}
     out["tool_rate"] = {name: use.get(f"tool_rate/{name}") for name in names}
     comps: dict[str, list[float]] = defaultdict(list)

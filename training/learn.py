@@ -330,15 +330,26 @@ def markdown_table(summary: dict) -> str:
     look = [f"{name} {_rate(summary[name].get('look_on'))} of {summary[name].get('look_on_n', 0)}" for name in ("sft", "grpo")]
     lines.append("Look-on rate (greedy held-out episodes whose first two crops left coverage at 0, next turn another crop): " + ", ".join(look))
     shown = [f"{name} {_rate(summary[name]['clue_shown']['shown'])} (accuracy there {_rate(summary[name]['clue_shown']['accuracy_shown'])}, "
-             f"elsewhere {_rate(summary[name]['clue_shown']['accuracy_unshown'])})" for name in ("sft", "grpo") if "clue_shown" in summary[name]]
+             f"elsewhere {_rate(summary[name]['clue_shown']['accuracy_unshown'])}{_worst_read(summary[name]['clue_shown'].get('by_answer'))})"
+             for name in ("sft", "grpo") if "clue_shown" in summary[name]]
     if shown:
-        lines.append("Clue shown (greedy held-out episodes where a frame lay in a clue interval: the search; accuracy there: the reading): " + ", ".join(shown))
+        lines.append("Clue shown (greedy held-out episodes where a frame lay in a clue interval: the search; accuracy there: the reading, "
+                     "and the answer read worst with what was answered for it): " + ", ".join(shown))
     probe = [f"{name} {_rate(m.get('look_on'))} of {m.get('look_on_n', 0)} (accuracy {m['accuracy']:.3f})" for name, m in summary.get("probe", {}).items()]
     if probe:
         lines.append("Look-on probe (greedy, after two forced crops that missed; agents.groups.look_on_start): " + ", ".join(probe))
     room = summary["grpo_minus_sft"]["accuracy_if_all_right"]["interval"][0]
     lines.append(f"Room above SFT: a GRPO right on every question would gain accuracy with lower bound {room:+.3f}")
     return "\n".join(lines)
+
+
+def _worst_read(by_answer: dict[str, dict] | None) -> str:
+    """"; worst answer E 0.000 of 29 (D 29)": the answer read worst where shown (envs.metrics.reading_by_answer)."""
+    if not by_answer:
+        return ""
+    answer, row = min(by_answer.items(), key=lambda item: item[1]["accuracy"])
+    answered = ", ".join(f"{k} {v}" for k, v in row["predictions"].items())
+    return f"; worst answer {answer} {row['accuracy']:.3f} of {row['n']} ({answered})"
 
 
 def _rate(value: float | None) -> str:

@@ -1,4 +1,4 @@
-"""Search and reading apart (`videoseek.envs.metrics.clue_shown`, `shown_rate`): did a frame the policy
+"""Search and reading apart (`videoseek.envs.metrics.clue_shown`, `shown_rate`, `reading_by_answer`): did a frame the policy
 was shown lie in a clue interval? Checked on real decoded videos of the flash curriculum with the
 scripted searchers `make learn` trains from, against where each video's flash is."""
 
@@ -10,7 +10,7 @@ from videoseek.agents.evaluate import summarize
 from videoseek.agents.rollout import run_rollouts
 from videoseek.agents.scripted import SCRIPTED
 from videoseek.envs.env import EnvConfig
-from videoseek.envs.metrics import clue_shown, shown_rate
+from videoseek.envs.metrics import clue_shown, reading_by_answer, shown_rate
 from videoseek.envs.synth import generate_dataset
 
 # make learn's env: 4 frames over a quarter window (10 s video) are 0.625 s apart, so a 1 s flash
@@ -42,7 +42,27 @@ def test_the_rate_splits_accuracy_into_search_and_reading(hasty_episodes):
     unshown = [t for t in hasty_episodes if not clue_shown(t)]
     assert rate["accuracy_unshown"] == sum(float(t.accuracy) for t in unshown) / len(unshown)
     assert summarize(hasty_episodes)["clue_shown"] == {
-        "shown": rate["shown"], "accuracy_shown": 1.0, "accuracy_unshown": rate["accuracy_unshown"], "n": len(hasty_episodes)}
+        "shown": rate["shown"], "accuracy_shown": 1.0, "accuracy_unshown": rate["accuracy_unshown"], "n": len(hasty_episodes),
+        "by_answer": reading_by_answer(hasty_episodes)}
+
+
+def test_reading_by_answer_shows_which_options_a_reader_confuses(hasty_episodes):
+    shown = [t for t in hasty_episodes if clue_shown(t)]
+    rows = reading_by_answer(hasty_episodes)
+    assert sum(row["n"] for row in rows.values()) == len(shown)  # only where the flash was shown
+    # the scripted searcher names every colour it was shown: each answer's predictions are itself
+    assert rows and all(row["accuracy"] == 1.0 and row["predictions"] == {answer: row["n"]} for answer, row in rows.items())
+    # a reader that gives another option for one answer (GRPO's blue for purple): only that row moves
+    target = shown[0].answer
+    other = next(o.split(".")[0] for o in shown[0].options if not o.startswith(target + "."))
+    confused = [t.model_copy(update={"prediction": other, "accuracy": 0.0}) if t.answer == target else t for t in hasty_episodes]
+    moved = reading_by_answer(confused)
+    assert moved[target] == {"n": rows[target]["n"], "accuracy": 0.0, "predictions": {other: rows[target]["n"]}}
+    assert {a: row for a, row in moved.items() if a != target} == {a: row for a, row in rows.items() if a != target}
+    # text outside the option letters, and no prediction
+    garbled = [shown[0].model_copy(update={"prediction": "Not in that window.</think>\n<answer>E", "accuracy": 0.0}),
+               shown[0].model_copy(update={"prediction": None, "accuracy": 0.0})]
+    assert reading_by_answer(garbled) == {target: {"n": 2, "accuracy": 0.0, "predictions": {"none": 1, "other": 1}}}
 
 
 def test_masked_frames_show_nothing_and_unscorable_episodes_are_not_counted(hasty_episodes):

@@ -128,11 +128,13 @@ def test_summary_pairs_stages_by_sample_and_checks_the_claims(curriculum, tmp_pa
         expected = look_on_rate(read_trajectories(tmp_path / "eval" / stage))
         assert (summary[stage]["look_on"], summary[stage]["look_on_n"]) == (expected.get("look_on"), expected["look_on_n"])
     assert "Look-on rate" in table
-    from videoseek.envs.metrics import shown_rate  # search and reading apart: the sweep (SFT here) is shown every flash
+    from videoseek.envs.metrics import reading_by_answer, shown_rate  # search and reading apart: the sweep (SFT here) is shown every flash
 
-    assert summary["sft"]["clue_shown"] == {"shown": 1.0, "accuracy_shown": 1.0, "accuracy_unshown": None, "n": len(curriculum)}
+    by_answer = reading_by_answer(read_trajectories(tmp_path / "eval" / "sft"))
+    assert summary["sft"]["clue_shown"] == {"shown": 1.0, "accuracy_shown": 1.0, "accuracy_unshown": None, "n": len(curriculum), "by_answer": by_answer}
     assert summary["grpo"]["clue_shown"]["shown"] == shown_rate(read_trajectories(tmp_path / "eval" / "grpo"))["shown"]
-    assert "Clue shown" in table and "sft 1.000 (accuracy there 1.000, elsewhere n/a)" in table
+    worst = min(by_answer, key=lambda a: by_answer[a]["accuracy"])
+    assert "Clue shown" in table and f"sft 1.000 (accuracy there 1.000, elsewhere n/a; worst answer {worst} 1.000 of {by_answer[worst]['n']} ({worst} {by_answer[worst]['n']}))" in table
     assert summary["probe"]["sft"]["look_on"] == 0.0 and summary["probe"]["grpo"]["look_on"] == 1.0
     assert summary["probe"]["grpo"]["look_on_n"] == len(curriculum) and "Look-on probe" in table
 
