@@ -310,20 +310,20 @@ def reading_by_answer(trajectories: Iterable[Trajectory]) -> dict[str, dict[str,
 
     `shown_rate`'s one reading number hides which options a reader confuses: in `make learn` (seed 1)
     SFT read four colours right where shown and purple in 6 of 19, answering blue otherwise; its GRPO
-    answered blue for all 29 purple flashes. A prediction outside a multiple-choice sample's option
-    letters counts as "other", a missing one as "none".
+    answered blue for all 29 purple flashes. Multiple-choice episodes only (open-ended answers have
+    no fixed options to confuse, and would make a row each); a prediction outside the option letters
+    counts as "other", a missing one as "none".
 
     >>> reading_by_answer([])
     {}
     """
     rows: dict[str, dict[str, Any]] = {}
     for traj in trajectories:
-        if not clue_shown(traj):
+        if not traj.options or not clue_shown(traj):
             continue
         pred = (traj.prediction or "").strip()
-        letters = {option.split(".", 1)[0].strip() for option in traj.options or []}
-        known = pred in letters if letters else len(pred) <= 20  # an open-ended answer: short ones kept as written
-        key = "none" if not pred else pred if known else "other"
+        letters = {option.split(".", 1)[0].strip() for option in traj.options}
+        key = "none" if not pred else pred if pred in letters else "other"
         row = rows.setdefault(traj.answer, {"n": 0, "right": 0.0, "predictions": {}})
         row["n"] += 1
         row["right"] += float(traj.accuracy or 0.0)

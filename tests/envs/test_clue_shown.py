@@ -63,6 +63,7 @@ def test_reading_by_answer_shows_which_options_a_reader_confuses(hasty_episodes)
     garbled = [shown[0].model_copy(update={"prediction": "Not in that window.</think>\n<answer>E", "accuracy": 0.0}),
                shown[0].model_copy(update={"prediction": None, "accuracy": 0.0})]
     assert reading_by_answer(garbled) == {target: {"n": 2, "accuracy": 0.0, "predictions": {"none": 1, "other": 1}}}
+    assert reading_by_answer([shown[0].model_copy(update={"options": None})]) == {}  # open-ended: not counted
 
 
 def test_masked_frames_show_nothing_and_unscorable_episodes_are_not_counted(hasty_episodes):
