@@ -34,7 +34,8 @@ It writes RUN/summary.json (per stage: held-out accuracy, mean reward, coverage,
 rate, rate of episodes with an accepted tool call (`crop_rate`, `videoseek.envs.metrics`),
 episode count, 95 % intervals, checkpoint; the held-out samples path; the scripted baselines;
 the GRPO - SFT reward difference paired by sample with its interval; the same for the sampled
-evaluations; the look-on rates, of the stages' own episodes and under the probe; the checks of issue 12),
+evaluations; the look-on rates, of the stages' own episodes and under the probe; search and reading
+apart, `clue_shown`, with the reading by answer; the checks of issue 12),
 RUN/curves.png (GRPO reward, accuracy, KL and entropy per step, and the SFT loss with its
 validation loss on sweeps of a third set), and every evaluation's trajectories under RUN/eval/
 (`videoseek view RUN/eval/grpo`).
