@@ -38,6 +38,7 @@ from typing import Any, NamedTuple
 
 from videoseek.envs.actions import Answer, CropVideo, Invalid, ToolCall, parse_action
 from videoseek.envs.trajectory import Trajectory
+from videoseek.rewards.accuracy import extract_choice
 
 
 @dataclass(frozen=True)
@@ -311,8 +312,9 @@ def reading_by_answer(trajectories: Iterable[Trajectory]) -> dict[str, dict[str,
     `shown_rate`'s one reading number hides which options a reader confuses: in `make learn` (seed 1)
     SFT read four colours right where shown and purple in 6 of 19, answering blue otherwise; its GRPO
     answered blue for all 29 purple flashes. Multiple-choice episodes only (open-ended answers have
-    no fixed options to confuse, and would make a row each); a prediction outside the option letters
-    counts as "other", a missing one as "none".
+    no fixed options to confuse, and would make a row each). A prediction names its option as the
+    accuracy scorer reads it (`rewards.accuracy.extract_choice`: "D", "(D)", "D. blue", "blue");
+    one that names none counts as "other", a missing one as "none".
 
     >>> reading_by_answer([])
     {}
@@ -322,9 +324,9 @@ def reading_by_answer(trajectories: Iterable[Trajectory]) -> dict[str, dict[str,
         if not traj.options or not clue_shown(traj):
             continue
         pred = (traj.prediction or "").strip()
-        letters = {option.split(".", 1)[0].strip() for option in traj.options}
-        key = "none" if not pred else pred if pred in letters else "other"
-        row = rows.setdefault(traj.answer, {"n": 0, "right": 0.0, "predictions": {}})
+        key = "none" if not pred else extract_choice(pred, traj.options) or "other"
+        answer = extract_choice(traj.answer, traj.options) or traj.answer.strip().upper()  # as multiple_choice_accuracy
+        row = rows.setdefault(answer, {"n": 0, "right": 0.0, "predictions": {}})
         row["n"] += 1
         row["right"] += float(traj.accuracy or 0.0)
         row["predictions"][key] = row["predictions"].get(key, 0) + 1

@@ -64,6 +64,10 @@ def test_reading_by_answer_shows_which_options_a_reader_confuses(hasty_episodes)
                shown[0].model_copy(update={"prediction": None, "accuracy": 0.0})]
     assert reading_by_answer(garbled) == {target: {"n": 2, "accuracy": 0.0, "predictions": {"none": 1, "other": 1}}}
     assert reading_by_answer([shown[0].model_copy(update={"options": None})]) == {}  # open-ended: not counted
+    # a prediction names its option as the accuracy scorer reads it: "(X)" and the option's text are X
+    written = [shown[0].model_copy(update={"prediction": f"({other})", "accuracy": 0.0}),
+               shown[0].model_copy(update={"prediction": next(o for o in shown[0].options if o.startswith(other + ".")).split(". ", 1)[1], "accuracy": 0.0})]
+    assert reading_by_answer(written) == {target: {"n": 2, "accuracy": 0.0, "predictions": {other: 2}}}
 
 
 def test_masked_frames_show_nothing_and_unscorable_episodes_are_not_counted(hasty_episodes):
