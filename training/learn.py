@@ -1,9 +1,9 @@
 #!/usr/bin/env python
-"""`make learn`: show, with numbers, that training here makes a policy better (2 CPU cores, 17-19 min).
+"""`make learn`: show, with numbers, that training here makes a policy better (2 CPU cores, about 33 min).
 
 From nothing, each stage an ordinary command printed before it runs (repeat any by hand):
 
-1. data: `videoseek synth` writes four disjoint sets (one seed each: 160 train for SFT, 64 val,
+1. data: `videoseek synth` writes four disjoint sets (one seed each: 320 train for SFT, 64 val,
    192 held-out, and GRPO's pool) of the `flash_colour` curriculum: a large shape flashes for
    1-1.5 s between the 4 sparse initial frames, and the question asks its colour (five options,
    fixed order). The answer is read straight off the clue frames, and no initial frame shows it,
@@ -83,7 +83,9 @@ REPORTED = ("accuracy", "reward", "coverage", "valid_format", "crop_rate")
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="runs/learn", help="run folder (default runs/learn)")
-    p.add_argument("--train-n", type=int, default=160, help="train samples (default 160)")
+    p.add_argument("--train-n", type=int, default=320,
+                   help="train samples, SFT's traces (default 320: on 160 SFT read purple as blue in seeds 1 and 3, "
+                        "docs/experiments/2026-12-06-twice-the-demonstrations.md)")
     p.add_argument("--heldout-n", type=int, default=192,
                    help="held-out samples, one greedy episode each (default 192: for GRPO's gains measured at e30f0a5 the paired "
                         "accuracy check had 44-79 %% power per seed on 96 questions, 73-97 %% on 192; docs/training.md)")
@@ -173,7 +175,7 @@ def learn(args: argparse.Namespace) -> int:
     data = {name: out / "data" / name / "samples.jsonl" for name in ("train", "val", "heldout", "pool")}
     steps = args.grpo_steps or int(config["steps"])
     sampling_temperature = float(config["temperature"])  # GRPO's rollouts: the sampled evaluations use it too
-    # GRPO's questions: a pool SFT never saw, as many as the run draws (reusing SFT's 160 let the
+    # GRPO's questions: a pool SFT never saw, as many as the run draws (reusing SFT's own questions let the
     # policy learn where the training videos' flashes are: train reward up, held-out down)
     pool_n = steps * int(config["batch_size"])
     checkpoints = {"base": out / "base_model", "sft": out / "sft" / "checkpoint", "grpo": out / "grpo" / "checkpoint"}
