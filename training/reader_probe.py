@@ -38,6 +38,7 @@ import torch
 
 from videoseek.agents.prompting import frames_metadata
 from videoseek.envs import CropVideo, EnvConfig, VideoSample, VideoSeekEnv
+from videoseek.training.local_backend.vision_cache import vision_tower
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -77,7 +78,7 @@ def crop_frames(sample: VideoSample, window: str, config: EnvConfig) -> tuple[np
 
 def pooled_features(model: Any, processor: Any, frames: np.ndarray, times: np.ndarray, layer: str) -> np.ndarray:
     """The mean over tokens of the vision tower's merger input (`tower`) or output (`merger`)."""
-    visual = model.model.visual
+    visual = vision_tower(model)
     caught: dict[str, torch.Tensor] = {}
     hook = (visual.merger.register_forward_pre_hook(lambda _m, args: caught.__setitem__("x", args[0])) if layer == "tower"
             else visual.merger.register_forward_hook(lambda _m, _args, out: caught.__setitem__("x", out)))  # fmt: skip

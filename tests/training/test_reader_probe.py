@@ -54,7 +54,7 @@ def test_the_frozen_tower_tells_the_colours_apart(curriculum, family_model_dir, 
     assert min(result["centroid_pairs"].values()) >= 0.75, (family, result["centroid_pairs"])
 
 
-def test_samples_without_clues_are_refused(curriculum, tiny_model_dir, tmp_path):
+def test_too_few_samples_are_refused(curriculum, tiny_model_dir, tmp_path):
     _, samples = curriculum
     few = tmp_path / "few.jsonl"
     write_jsonl(samples[:3], few)
