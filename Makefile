@@ -27,11 +27,11 @@ demo: $(STAMP)
 test: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q
 
-# Does training learn? From nothing: data, a random model, SFT, GRPO, held-out evaluations (about 16 min alone on 2 cores, README).
+# Does training learn? From nothing: data, a random model, SFT, GRPO, held-out evaluations (about 33 min alone on 2 cores, README).
 learn: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) training/learn.py --out runs/learn --overwrite
 
-# The same on three seeds (RUN/seed_N each, one after another), then per-seed and mean results (53 min alone on 2 cores at ee0a6a3).
+# The same on three seeds (RUN/seed_N each, one after another), then per-seed and mean results (about 100 min alone on 2 cores: 33 per seed).
 learn-seeds: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) training/learn.py --out runs/learn-seeds --seeds 0,1,2 --overwrite
 
