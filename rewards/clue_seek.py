@@ -78,6 +78,12 @@ class ClueSeekParams(BaseModel):
     # second (a call returns at most frames_per_call frames), not the same evidence.
     sweep_exempt: bool = False
     drop_threshold: float = 0.1  # seed: "reduce the evidence state by more than 0.1"
+    # Not in the seed (default 0, off): with turn-level credit (`--advantage turn`), the step reward of a
+    # turn whose call repeats an earlier one (`duplicate_of`) or that the env refused (a malformed or
+    # rejected call) is -turn_penalty instead of 0 (`agents.groups.turn_rewards_of`). The seed charges
+    # such calls in the episode's term (duplicate_penalty, invalid_penalty), which turn-level credit
+    # spreads over every turn alike; in the unit of the step signal (1 per useful call).
+    turn_penalty: float = 0.0
     drop_penalty: float = 0.2
     invalid_penalty: float = 0.1
     # Zooms (the `zoom` tool; no seed has it): credit per zoom whose box overlaps a key-frame box

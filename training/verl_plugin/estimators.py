@@ -25,8 +25,8 @@ reward sits on the turn's first token and the episode reward where verl puts it 
 response token; the local backend: the last policy token) - `place_turn_rewards` writes that
 layout (the agent loop's `TurnRewardOutput.as_dict`, the local backend's `grpo_update`),
 `read_turn_rewards` reads it back (outcome = row sum − turn rewards, in float64, exact). A turn of
-one token holds no turn reward (no accepted call fits in one token), so it never collides with
-the outcome. verl's reported `critic/score` is then the row sum, outcome plus turn rewards.
+one token holds no turn reward (no accepted call fits in one token; a penalty on one is dropped),
+so it never collides with the outcome. verl's reported `critic/score` is then the row sum, outcome plus turn rewards.
 """
 
 from __future__ import annotations
@@ -120,20 +120,28 @@ def turn_runs(mask_row: torch.Tensor) -> list[tuple[int, int]]:
 def place_turn_rewards(row: torch.Tensor, mask_row: torch.Tensor, turn_rewards: Sequence[float]) -> torch.Tensor:
     """Add each turn's reward on the first token of its run in `row` (in place; returns `row`).
 
-    `turn_rewards` are per assistant turn in order; trailing turns beyond the runs (a last turn
-    with no kept token) must be 0. A rewarded turn must have at least two tokens. A row without
-    policy tokens (a failed or over-turn-masked episode) gets none: it trains on nothing.
+    `turn_rewards` are per assistant turn in order. A credit (> 0: an accepted call) needs a turn of
+    two tokens or more, and raises on a turn beyond the runs or shorter; a penalty (< 0:
+    `clue_seek.turn_penalty`, a refused turn, which may be empty or cut) there has no token to sit
+    on and is dropped. A row without policy tokens (a failed or over-turn-masked episode) gets
+    none: it trains on nothing.
+
+    >>> mask = torch.tensor([1, 1, 0, 1])
+    >>> place_turn_rewards(torch.zeros(4), mask, [1.0, -1.0, -1.0]).tolist()  # the one-token and missing turns' penalties drop
+    [1.0, 0.0, 0.0, 0.0]
     """
     runs = turn_runs(mask_row)
     if not runs:
         return row
     extra = list(turn_rewards)[len(runs):]
-    if any(extra):
+    if any(r > 0 for r in extra):
         raise ValueError(f"{len(turn_rewards)} turn rewards but {len(runs)} turns with tokens in the mask, and a reward on a turn without one")
     for (start, stop), r in zip(runs, turn_rewards):
-        if r:
-            if stop - start < 2:
+        if r and stop - start < 2:
+            if r > 0:
                 raise ValueError(f"a rewarded turn needs two tokens or more (turn at {start} has {stop - start})")
+            continue
+        if r:
             row[start] += float(r)
     return row
 
