@@ -376,6 +376,40 @@ def test_turn_level_credit_gives_the_same_per_token_advantages_on_both_paths(tmp
     assert any(len(values) > 1 for values in per_turn), "the turns of an episode should get different advantages"
 
 
+def decide_repeat(turn: int, seed: int, frames: np.ndarray) -> str:
+    """A crop that misses, then the same crop again (odd seeds) or one in the clue, then the answer."""
+    if turn == 0:
+        return crop(*WINDOWS[1])
+    if turn == 1:
+        return crop(*WINDOWS[1 if seed % 2 else 0])
+    return pixel_answer(frames)
+
+
+def test_turn_penalty_charges_the_repeated_crop_the_same_on_both_paths(tmp_path, tiny_model, samples, store):
+    """`clue_seek.turn_penalty`: the turn that repeats a crop gets -turn_penalty as its turn reward on
+    both drivers (each calls `agents.groups.turn_rewards_of` with the run's reward config), and
+    verl's trainer and the local backend give every policy token the same advantage."""
+    from videoseek.training.local_backend.grpo import grpo_advantages, response_mask_of
+    from videoseek.training.verl_plugin.estimators import TURN_ESTIMATOR_NAME
+
+    env, penalty = {**ENV, "max_turns": 3}, {"clue_seek": {"turn_penalty": 0.5}}
+    trajs, local = local_episodes(samples, "csgrpo", tiny_model, env, decide_repeat, reward_params=penalty)
+    _, stored, _ = verl_episodes(tmp_path, samples, "csgrpo", tiny_model, env, decide_repeat, loop={"turn_rewards": True}, response_length=512,
+                                 overrides={"algorithm.adv_estimator": TURN_ESTIMATOR_NAME}, reward_params=penalty)  # fmt: skip
+    assert {tuple(r) for r in local.turn_rewards} == {(0.0, -0.5, 0.0), (0.0, 1.0, 0.0)}  # the repeat, the crop in the clue
+    mask = response_mask_of(local.episodes)
+    advantages = grpo_advantages(local.rewards, local.group_ids, mask, estimator=TURN_ESTIMATOR_NAME, turn_rewards=local.turn_rewards)
+    records = [ef["videoseek"]["episode_id"] for ef in list(stored["extra_fields"])]
+    assert sorted(records) == sorted(t.episode_id for t in local.trajectories)
+    for i, t in enumerate(local.trajectories):
+        k = records.index(t.episode_id)
+        verl_mask = stored["response_mask"][k].bool()
+        assert list(stored["extra_fields"][k]["videoseek"]["turn_rewards"]) == local.turn_rewards[i], t.episode_id
+        start = len(stored["prompts"][k]) - 1  # local rows are aligned with loss_mask[1:]
+        local_row = advantages[i, start : start + len(verl_mask)]
+        assert local_row[verl_mask].tolist() == pytest.approx(stored["advantages"][k][verl_mask].tolist(), abs=1e-6), t.episode_id
+
+
 def test_first_window_starts_play_the_same_forced_crop_on_both_paths(tmp_path, tiny_model, samples, store):
     """`look_on_starts: [first_window]` (an exploring start): every origin episode begins with the
     forced crop of the first quarter window, whatever it shows; both paths play the same episodes."""
