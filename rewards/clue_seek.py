@@ -50,7 +50,7 @@ from dataclasses import asdict, dataclass, field
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from .grounding import region_iou
 from .intervals import Interval, clip, intersection, measure, tiou, union
@@ -78,12 +78,6 @@ class ClueSeekParams(BaseModel):
     # second (a call returns at most frames_per_call frames), not the same evidence.
     sweep_exempt: bool = False
     drop_threshold: float = 0.1  # seed: "reduce the evidence state by more than 0.1"
-    # Not in the seed (default 0, off): with turn-level credit (`--advantage turn`), the step reward of a
-    # turn whose call repeats an earlier one (`duplicate_of`) or that the env refused (a malformed or
-    # rejected call) is -turn_penalty instead of 0 (`agents.groups.turn_rewards_of`). The seed charges
-    # such calls in the episode's term (duplicate_penalty, invalid_penalty), which turn-level credit
-    # spreads over every turn alike; in the unit of the step signal (1 per useful call).
-    turn_penalty: float = 0.0
     drop_penalty: float = 0.2
     invalid_penalty: float = 0.1
     # Zooms (the `zoom` tool; no seed has it): credit per zoom whose box overlaps a key-frame box
@@ -101,6 +95,13 @@ class ClueSeekParams(BaseModel):
     # a wrong answer keeps the search's costs (a negative clue-seek) but not its credit, so a
     # policy cannot buy clue-seek reward with accuracy (applied by `compose.episode_components`).
     paid_if_correct: bool = False
+    # Not in the seed (default 0, off): with turn-level credit (`--advantage turn`), the step reward of a
+    # turn whose call repeats an earlier one (`duplicate_of`) or that the env refused (a malformed or
+    # rejected call) is -turn_penalty instead of 0 (`agents.groups.turn_rewards_of`). The seed charges
+    # such calls in the episode's term (duplicate_penalty, invalid_penalty), which turn-level credit
+    # spreads over every turn alike; in the unit of the step signal (1 per useful call).
+    # At 1 it taught answering after two misses (docs/experiments/2026-12-07-coverage-by-frames-four-seeds.md).
+    turn_penalty: float = Field(default=0.0, ge=0.0)
 
 
 # ---- the evidence state: the one implementation of the evidence geometry ---------------------------

@@ -103,7 +103,8 @@ def crop(start: float, end: float) -> str:
 
 
 class Script(ScriptedPolicy):
-    """Plays the same turns in every episode: the texts a trained policy wrote in `make learn`."""
+    """Plays the same turns in every episode (a repeated crop and a call without its end are what
+    `make learn`'s seed 0 wrote)."""
 
     def __init__(self, texts: list[str]) -> None:
         self.texts = texts

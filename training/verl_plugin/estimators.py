@@ -137,12 +137,13 @@ def place_turn_rewards(row: torch.Tensor, mask_row: torch.Tensor, turn_rewards: 
     if any(r > 0 for r in extra):
         raise ValueError(f"{len(turn_rewards)} turn rewards but {len(runs)} turns with tokens in the mask, and a reward on a turn without one")
     for (start, stop), r in zip(runs, turn_rewards):
-        if r and stop - start < 2:
+        if not r:
+            continue
+        if stop - start < 2:
             if r > 0:
                 raise ValueError(f"a rewarded turn needs two tokens or more (turn at {start} has {stop - start})")
-            continue
-        if r:
-            row[start] += float(r)
+            continue  # a penalty on a one-token turn: dropped
+        row[start] += float(r)
     return row
 
 
