@@ -237,16 +237,16 @@ def turn_rewards_of(turns: Sequence[Any], config: RewardConfig) -> list[float]:
     unit value is enough, `rewards.advantage.turn_advantages` normalises it within the group.
     Forced turns (the look-on start's) are not the policy's and carry no tokens to train: left out.
     With `config.clue_seek.turn_penalty` > 0 (off by default), a turn that repeats an earlier call or
-    whose call the env refused gets minus that instead of 0 (`turn_refused`).
+    whose call the env refused (`Turn.refused`) gets minus that instead of 0.
 
     >>> from types import SimpleNamespace as T
     >>> turn_rewards_of([T(call=T(gain=0.3)), T(call=T(gain=0.05)), T(call=None)], RewardConfig())
     [1.0, 0.0, 0.0]
     >>> turn_rewards_of([T(call=T(gain=0.0), forced=True), T(call=T(gain=0.3), forced=False)], RewardConfig())
     [1.0]
-    >>> again = T(call=T(gain=0.0, duplicate_of=0))
-    >>> turn_rewards_of([T(call=T(gain=0.0)), again], RewardConfig(clue_seek={"turn_penalty": 1.0}))
-    [0.0, -1.0]
+    >>> miss, again = T(call=T(gain=0.0, duplicate_of=None), refused=False), T(call=T(gain=0.0, duplicate_of=0), refused=False)
+    >>> turn_rewards_of([miss, again, T(call=None, refused=True)], RewardConfig(clue_seek={"turn_penalty": 1.0}))
+    [0.0, -1.0, -1.0]
     """
     threshold, penalty = config.clue_seek.gain_threshold, config.clue_seek.turn_penalty
     rewards = []
@@ -255,23 +255,11 @@ def turn_rewards_of(turns: Sequence[Any], config: RewardConfig) -> list[float]:
             continue
         if t.call is not None and float(t.call.gain or 0.0) > threshold:
             rewards.append(1.0)
-        elif penalty and (turn_refused(t) or getattr(t.call, "duplicate_of", None) is not None):
+        elif penalty and (t.refused or getattr(t.call, "duplicate_of", None) is not None):
             rewards.append(-penalty)
         else:
             rewards.append(0.0)
     return rewards
-
-
-def turn_refused(turn: Any) -> bool:
-    """Whether the env refused the turn's action: a malformed action, or a tool call it rejected
-    (no `call` recorded). A think-only turn or an answer is not refused.
-
-    >>> from types import SimpleNamespace as T
-    >>> [turn_refused(T(action={"type": t}, call=None)) for t in ("invalid", "tool_call", "think", "answer")]
-    [True, True, False, False]
-    """
-    kind = (getattr(turn, "action", None) or {}).get("type")
-    return kind == "invalid" or (kind == "tool_call" and turn.call is None)
 
 
 def episode_env_config(config: Any, seed: int, initial_frames: Sequence[int] = ()) -> Any:

@@ -111,6 +111,12 @@ class Turn(BaseModel):
     tokens: dict[str, int] | None = None
     forced: bool = False  # written by the episode's forced start (agents.groups.look_on_start), not the policy
 
+    @property
+    def refused(self) -> bool:
+        """A malformed tool call or one the env rejected (both cost a turn and count as invalid calls)."""
+        kind = self.action.get("type")
+        return kind == "invalid" or (kind == "tool_call" and bool(self.error))
+
 
 class GroupInfo(BaseModel):
     id: str
@@ -158,7 +164,7 @@ class Trajectory(BaseModel):
     @property
     def invalid_calls(self) -> int:
         """Malformed tool calls and rejected ones (both cost a turn and count for the penalties)."""
-        return sum(1 for t in self.turns if t.action.get("type") == "invalid" or (t.action.get("type") == "tool_call" and t.error))
+        return sum(1 for t in self.turns if t.refused)
 
 
 # ---- trajectory files ---------------------------------------------------------------------------

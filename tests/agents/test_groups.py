@@ -12,7 +12,7 @@ import pytest
 from videoseek.agents.groups import plan_group, turn_rewards_of
 from videoseek.agents.policy import PolicyInput, PolicyOutput, load_policy
 from videoseek.agents.rollout import run_rollouts
-from videoseek.agents.scripted import OraclePolicy, ScriptedPolicy
+from videoseek.agents.scripted import OraclePolicy, ScriptedPolicy, tool_call
 from videoseek.envs.env import EnvConfig
 from videoseek.envs.sample import VideoSample
 from videoseek.envs.synth import generate_dataset
@@ -98,10 +98,6 @@ def test_duplicate_sample_ids_are_refused(synth_samples):
         run_rollouts([synth_samples[0], synth_samples[0]], OraclePolicy(), progress=False)
 
 
-def crop(start: float, end: float) -> str:
-    return f'<tool_call>{{"name": "crop_video", "arguments": {{"start": {start}, "end": {end}}}}}</tool_call>'
-
-
 class Script(ScriptedPolicy):
     """Plays the same turns in every episode (a repeated crop and a call without its end are what
     `make learn`'s seed 0 wrote)."""
@@ -116,8 +112,8 @@ class Script(ScriptedPolicy):
 def test_turn_penalty_charges_the_turns_that_repeat_a_crop_or_are_refused(index_sample):
     """`clue_seek.turn_penalty`: a crop repeating an earlier one, a malformed call and a call the tool
     rejects get minus the penalty as their turn reward; a useful crop 1, a fresh miss 0, a think 0."""
-    texts = [crop(2.0, 4.0), crop(2.0, 4.0), '<tool_call>{"name": "crop_video", "arguments": {"start": 5.0}}</tool_call>',
-             crop(9.0, 3.0), "<think>Where else?</think>", crop(11.5, 14.0), "<answer>B</answer>"]
+    texts = [tool_call(2.0, 4.0), tool_call(2.0, 4.0), '<tool_call>{"name": "crop_video", "arguments": {"start": 5.0}}</tool_call>',
+             tool_call(9.0, 3.0), "<think>Where else?</think>", tool_call(11.5, 14.0), "<answer>B</answer>"]
     [episode] = run_rollouts([index_sample], Script(texts), env_config=EnvConfig(max_turns=8), progress=False)
     assert [t.action["type"] for t in episode.turns] == ["tool_call", "tool_call", "invalid", "tool_call", "think", "tool_call", "answer"]
     assert episode.turns[1].call.duplicate_of == 0 and episode.turns[3].call is None  # the repeat, the rejected span
