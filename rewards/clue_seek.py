@@ -100,7 +100,8 @@ class ClueSeekParams(BaseModel):
     # rejected call) is -turn_penalty instead of 0 (`agents.groups.turn_rewards_of`). The seed charges
     # such calls in the episode's term (duplicate_penalty, invalid_penalty), which turn-level credit
     # spreads over every turn alike; in the unit of the step signal (1 per useful call).
-    # At 1 it taught answering after two misses (docs/experiments/2026-12-07-coverage-by-frames-four-seeds.md).
+    # At 1 it taught answering after two misses (docs/experiments/2026-12-07-coverage-by-frames-four-seeds.md);
+    # learn_cpu sets 0.25, which met issue 37's targets in seeds 0-3 (docs/experiments/2026-12-07-turn-penalty-four-seeds.md).
     turn_penalty: float = Field(default=0.0, ge=0.0)
 
 
